@@ -1,0 +1,42 @@
+// The job spec (`ringleader.v1.JobSpec`): defaults, validation and fingerprint.
+//
+// Used by the client (fail early, before anything is sent) and by the coordinator (the
+// authority: SubmitJob answers INVALID_ARGUMENT with the same messages).
+#ifndef RINGLEADER_COMMON_JOB_SPEC_H_
+#define RINGLEADER_COMMON_JOB_SPEC_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "proto/ringleader.pb.h"
+
+namespace ringleader {
+
+// Limits on a spec. Plain struct; defaults commented.
+struct JobSpecLimits {
+  uint32_t max_world_size = 1024;      // ranks per job
+  uint32_t max_layers = 16;            // MLP layers
+  uint32_t max_layer_width = 1 << 16;  // neurons per layer
+  uint32_t max_batch_size = 1 << 16;
+  uint32_t max_epochs = 10000;
+};
+
+// Fills every unset field with its documented default (see README "Job spec"):
+// backend "gloo", strategy "ddp", model mlp 784-256-128-10, dataset fashion-mnist at the Debian
+// path, sgd lr 0.05 momentum 0.9 weight_decay 5e-4, bucket_cap_mb 25, first_bucket_mb 1,
+// broadcast_buffers true, overlap true, accumulation 1, comm_dtype fp32, epochs 3, batch 64,
+// seed 1, drift every 50 steps, collective timeout 60 s.
+void ApplyJobSpecDefaults(ringleader::v1::JobSpec* spec);
+
+// Checks a spec (after defaults). INVALID_ARGUMENT naming the field (YAML path style, e.g.
+// "optimizer.learning_rate") and the fix; OK otherwise. Does not touch the file system.
+absl::Status ValidateJobSpec(const ringleader::v1::JobSpec& spec,
+                             const JobSpecLimits& limits = {});
+
+// 16 hex digits: FNV-1a 64 of the deterministic serialization. Equal specs give equal
+// fingerprints in every process.
+std::string JobSpecFingerprint(const ringleader::v1::JobSpec& spec);
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_COMMON_JOB_SPEC_H_

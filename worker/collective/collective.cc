@@ -1,0 +1,41 @@
+#include "worker/collective/collective.h"
+
+namespace ringleader {
+
+size_t DataTypeSize(DataType t) {
+  switch (t) {
+    case DataType::kFloat32:
+      return 4;
+    case DataType::kBFloat16:
+      return 2;
+    case DataType::kUInt8:
+      return 1;
+  }
+  return 0;  // unreachable: every enumerator is handled above
+}
+
+const char* DataTypeName(DataType t) {
+  switch (t) {
+    case DataType::kFloat32:
+      return "fp32";
+    case DataType::kBFloat16:
+      return "bf16";
+    case DataType::kUInt8:
+      return "uint8";
+  }
+  return "?";  // unreachable
+}
+
+const char* ReduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAvg:
+      return "avg";
+    case ReduceOp::kMax:
+      return "max";
+  }
+  return "?";  // unreachable
+}
+
+}  // namespace ringleader

@@ -1,0 +1,97 @@
+// The collective-communication interface every backend implements (gloo on CPU today, NCCL on
+// GPU). The reducer, drift check and trainer see only this interface.
+//
+// Model: a `Collective` belongs to one rank of one job attempt. Operations are asynchronous and
+// run in the order they were issued (like a stream); each returns a `Work` the caller waits on.
+// Buffers are `TensorView`s: host memory for gloo, device memory for NCCL — the backend says
+// which through `memory_kind()`. A buffer must stay alive and untouched until its Work is done.
+//
+// Errors (every Work::Wait and Abort): DEADLINE_EXCEEDED (a collective passed its timeout),
+// UNAVAILABLE (a peer went away / transport error), ABORTED (Abort() was called: the whole
+// attempt must be restarted at a higher level), INVALID_ARGUMENT (bad view or root),
+// INTERNAL (backend bug). After any error other than INVALID_ARGUMENT the Collective is dead:
+// every later call fails with the same status and a new one must be created (new rendezvous).
+#ifndef RINGLEADER_WORKER_COLLECTIVE_COLLECTIVE_H_
+#define RINGLEADER_WORKER_COLLECTIVE_COLLECTIVE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace ringleader {
+
+enum class DataType { kFloat32, kBFloat16, kUInt8 };
+enum class ReduceOp { kSum, kAvg, kMax };
+enum class MemoryKind { kHost, kDevice };
+
+size_t DataTypeSize(DataType t);
+const char* DataTypeName(DataType t);
+const char* ReduceOpName(ReduceOp op);
+
+// A contiguous typed buffer. Not owning.
+struct TensorView {
+  void* data = nullptr;
+  size_t count = 0;  // elements, not bytes
+  DataType dtype = DataType::kFloat32;
+
+  size_t bytes() const { return count * DataTypeSize(dtype); }
+};
+
+// Per-operation options.
+struct CollectiveOptions {
+  // Fails the operation with DEADLINE_EXCEEDED after this long (0 = the Collective's default).
+  absl::Duration timeout = absl::ZeroDuration();
+  // Bucket id (or -1) carried into the fingerprint and into error messages.
+  int bucket = -1;
+};
+
+// A pending operation. Thread-safe.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Blocks until the operation has finished; returns its status. May be called repeatedly.
+  virtual absl::Status Wait() = 0;
+  // True once the operation has finished (successfully or not). Never blocks.
+  virtual bool IsDone() const = 0;
+  // How long the operation itself ran (zero until done).
+  virtual absl::Duration Duration() const = 0;
+};
+
+// One rank's view of a communicator. Owned by the rank process; methods may be called from any
+// thread, operations keep issue order.
+class Collective {
+ public:
+  virtual ~Collective() = default;
+
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual std::string backend_name() const = 0;
+  virtual MemoryKind memory_kind() const = 0;
+
+  // In-place all-reduce of `buf`. kAvg divides the sum by world_size().
+  virtual std::shared_ptr<Work> AllReduce(TensorView buf, ReduceOp op,
+                                          const CollectiveOptions& opts = {}) = 0;
+  // In-place broadcast of `buf` from `root`.
+  virtual std::shared_ptr<Work> Broadcast(TensorView buf, int root,
+                                          const CollectiveOptions& opts = {}) = 0;
+  // `out` holds world_size() × in.count elements; rank r's input lands at r × in.count.
+  virtual std::shared_ptr<Work> AllGather(TensorView in, TensorView out,
+                                          const CollectiveOptions& opts = {}) = 0;
+  // `in` holds world_size() × out.count elements; rank r receives the reduction of slice r.
+  virtual std::shared_ptr<Work> ReduceScatter(TensorView in, TensorView out, ReduceOp op,
+                                              const CollectiveOptions& opts = {}) = 0;
+  virtual std::shared_ptr<Work> Barrier(const CollectiveOptions& opts = {}) = 0;
+
+  // Fails every pending and future operation with ABORTED(reason) as soon as possible
+  // (ncclCommAbort on NCCL; on gloo the transport is torn down). Idempotent; never blocks on
+  // peers.
+  virtual void Abort(const absl::Status& reason) = 0;
+};
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_WORKER_COLLECTIVE_COLLECTIVE_H_
