@@ -1,0 +1,68 @@
+// Training checkpoints: one file holding the step, the epoch, the job-spec fingerprint, free-form
+// string attributes and named float tensors (model parameters, optimizer momentum buffers,
+// float buffers).
+//
+// File format (version 1; all integers little-endian):
+//   "RLCKPT01"                       8-byte magic
+//   u32 version                      = 1
+//   u64 step, u64 epoch
+//   str spec_fingerprint             (str = u32 length + bytes)
+//   u32 attribute count, then per attribute: str key, str value
+//   u32 tensor count, then per tensor:
+//     str name, u32 rank, rank × u64 dims, u64 element count (= product of dims),
+//     count × f32 data (IEEE 754, little-endian)
+//   u32 CRC-32 (zlib crc32) of every byte before it
+//
+// Writes are atomic: the file is written to <path>.tmp, fsync'ed, renamed over <path>, and the
+// directory is fsync'ed, so a crash leaves either the old or the new checkpoint, never a mix.
+// Thread-safety: free functions without shared state; concurrent writers of the same path must
+// be serialised by the caller.
+#ifndef RINGLEADER_WORKER_CHECKPOINT_CHECKPOINT_H_
+#define RINGLEADER_WORKER_CHECKPOINT_CHECKPOINT_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace ringleader {
+
+inline constexpr uint32_t kCheckpointVersion = 1;
+
+struct CheckpointTensor {
+  std::string name;
+  std::vector<uint64_t> shape;
+  std::vector<float> data;  // product of shape elements
+};
+
+struct CheckpointData {
+  uint64_t step = 0;   // optimizer steps completed
+  uint64_t epoch = 0;  // epoch the next step belongs to
+  std::string spec_fingerprint;  // JobSpecFingerprint of the job that wrote it
+  std::map<std::string, std::string> attributes;  // anything else worth keeping
+  std::vector<CheckpointTensor> tensors;  // unique names, written and read in this order
+
+  // The tensor called `name`, or null.
+  const CheckpointTensor* FindTensor(const std::string& name) const;
+};
+
+// Writes `data` to `path` atomically, creating missing parent directories.
+// Errors (naming the path): INVALID_ARGUMENT for duplicate tensor names or a tensor whose data
+// size is not the product of its shape; errno-derived codes for I/O failures
+// (PERMISSION_DENIED, RESOURCE_EXHAUSTED for a full disk, ...). On error the previous
+// checkpoint at `path`, if any, is untouched.
+absl::Status WriteCheckpoint(const std::string& path, const CheckpointData& data);
+
+// Reads and verifies a checkpoint. Errors (naming the path): NOT_FOUND if missing;
+// INVALID_ARGUMENT if it is not a checkpoint (bad magic); FAILED_PRECONDITION for a version
+// this build cannot read; DATA_LOSS "checkpoint <path> is corrupt: checksum mismatch" or
+// "...: <what> is truncated / inconsistent" for damaged files; errno-derived codes for other
+// I/O failures.
+absl::StatusOr<CheckpointData> ReadCheckpoint(const std::string& path);
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_WORKER_CHECKPOINT_CHECKPOINT_H_

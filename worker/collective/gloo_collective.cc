@@ -1,0 +1,530 @@
+#include "worker/collective/gloo_collective.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "common/status_macros.h"
+#include "gloo/allgather.h"
+#include "gloo/allreduce.h"
+#include "gloo/barrier.h"
+#include "gloo/broadcast.h"
+#include "gloo/rendezvous/context.h"
+// Only the device header: Debian's package lacks gloo/common/memory.h, which the other tcp
+// transport headers include.
+#include "gloo/transport/tcp/device.h"
+#include "worker/collective/bf16.h"
+#include "worker/collective/gloo_status.h"
+#include "worker/collective/kv_gloo_store.h"
+
+namespace ringleader {
+namespace {
+
+using ReduceFn = std::function<void(void*, const void*, const void*, size_t)>;
+
+// ---- Element-wise reductions: out[i] = a[i] (op) b[i]; out may alias a or b. ----
+
+// NaN-propagating max: a NaN anywhere must survive so the drift check sees it.
+inline float MaxPropagatingNan(float a, float b) {
+  if (std::isnan(a)) return a;
+  if (std::isnan(b)) return b;
+  return a > b ? a : b;
+}
+
+void SumF32(void* out, const void* a, const void* b, size_t n) {
+  auto* o = static_cast<float*>(out);
+  const auto* x = static_cast<const float*>(a);
+  const auto* y = static_cast<const float*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
+}
+
+void MaxF32(void* out, const void* a, const void* b, size_t n) {
+  auto* o = static_cast<float*>(out);
+  const auto* x = static_cast<const float*>(a);
+  const auto* y = static_cast<const float*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = MaxPropagatingNan(x[i], y[i]);
+}
+
+// Each pairwise step adds in float and rounds back to bf16 (the buffer is bf16), like NCCL.
+void SumBf16(void* out, const void* a, const void* b, size_t n) {
+  auto* o = static_cast<uint16_t*>(out);
+  const auto* x = static_cast<const uint16_t*>(a);
+  const auto* y = static_cast<const uint16_t*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = FloatToBf16(Bf16ToFloat(x[i]) + Bf16ToFloat(y[i]));
+}
+
+void MaxBf16(void* out, const void* a, const void* b, size_t n) {
+  auto* o = static_cast<uint16_t*>(out);
+  const auto* x = static_cast<const uint16_t*>(a);
+  const auto* y = static_cast<const uint16_t*>(b);
+  for (size_t i = 0; i < n; ++i) {
+    o[i] = FloatToBf16(MaxPropagatingNan(Bf16ToFloat(x[i]), Bf16ToFloat(y[i])));
+  }
+}
+
+// Wraps modulo 256, as uint8 arithmetic does.
+void SumU8(void* out, const void* a, const void* b, size_t n) {
+  auto* o = static_cast<uint8_t*>(out);
+  const auto* x = static_cast<const uint8_t*>(a);
+  const auto* y = static_cast<const uint8_t*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = static_cast<uint8_t>(x[i] + y[i]);
+}
+
+void MaxU8(void* out, const void* a, const void* b, size_t n) {
+  auto* o = static_cast<uint8_t*>(out);
+  const auto* x = static_cast<const uint8_t*>(a);
+  const auto* y = static_cast<const uint8_t*>(b);
+  for (size_t i = 0; i < n; ++i) o[i] = std::max(x[i], y[i]);
+}
+
+// The pairwise function for `op` on `dtype` (kAvg reduces as kSum; the division comes after).
+// Null for combinations the backend does not support.
+void (*PairwiseReduction(DataType dtype, ReduceOp op))(void*, const void*, const void*, size_t) {
+  const bool max = op == ReduceOp::kMax;
+  switch (dtype) {
+    case DataType::kFloat32:
+      return max ? MaxF32 : SumF32;
+    case DataType::kBFloat16:
+      return max ? MaxBf16 : SumBf16;
+    case DataType::kUInt8:
+      if (op == ReduceOp::kAvg) return nullptr;
+      return max ? MaxU8 : SumU8;
+  }
+  return nullptr;  // unreachable: every enumerator is handled above
+}
+
+// Divides `count` elements of a sum by `divisor`, turning it into a mean.
+void DivideInPlace(void* data, size_t count, DataType dtype, int divisor) {
+  const float d = static_cast<float>(divisor);
+  if (dtype == DataType::kFloat32) {
+    auto* p = static_cast<float*>(data);
+    for (size_t i = 0; i < count; ++i) p[i] /= d;
+  } else if (dtype == DataType::kBFloat16) {
+    auto* p = static_cast<uint16_t*>(data);
+    for (size_t i = 0; i < count; ++i) p[i] = FloatToBf16(Bf16ToFloat(p[i]) / d);
+  }
+}
+
+// One gloo ring all-reduce of `count` elements of `dtype` in place at `data`.
+absl::Status GlooAllReduceInPlace(const std::shared_ptr<gloo::Context>& ctx, void* data,
+                                  size_t count, DataType dtype, ReduceOp op, uint32_t tag,
+                                  std::chrono::milliseconds timeout) {
+  gloo::AllreduceOptions o(ctx);
+  o.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+  // Typed by element size only; the reduce function knows the real type.
+  switch (DataTypeSize(dtype)) {
+    case 4:
+      o.setOutput(static_cast<uint32_t*>(data), count);
+      break;
+    case 2:
+      o.setOutput(static_cast<uint16_t*>(data), count);
+      break;
+    default:
+      o.setOutput(static_cast<uint8_t*>(data), count);
+      break;
+  }
+  o.setReduceFunction(PairwiseReduction(dtype, op));
+  o.setTag(tag);
+  o.setTimeout(timeout);
+  return RL_GLOO_CALL(gloo::allreduce(o));
+}
+
+std::chrono::milliseconds ToMillis(absl::Duration d) {
+  return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
+}
+
+// ---- Work ----
+
+class GlooWork : public Work {
+ public:
+  GlooWork() = default;
+
+  absl::Status Wait() override {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&done_));
+    return status_;
+  }
+  bool IsDone() const override {
+    absl::MutexLock lock(&mu_);
+    return done_;
+  }
+  absl::Duration Duration() const override {
+    absl::MutexLock lock(&mu_);
+    return duration_;
+  }
+
+  void Finish(absl::Status status, absl::Duration duration) {
+    absl::MutexLock lock(&mu_);
+    status_ = std::move(status);
+    duration_ = duration;
+    done_ = true;
+  }
+
+
+ private:
+  mutable absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  absl::Duration duration_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+};
+
+// ---- The collective ----
+
+class GlooCollective : public Collective {
+ public:
+  GlooCollective(std::shared_ptr<gloo::rendezvous::Context> context, const GlooOptions& opts)
+      : context_(std::move(context)),
+        rank_(context_->rank),
+        world_size_(context_->size),
+        default_timeout_(opts.collective_timeout),
+        clock_(opts.clock != nullptr ? opts.clock : Clock::Real()),
+        queues_(opts.comm_threads) {
+    threads_.reserve(opts.comm_threads);
+    for (int i = 0; i < opts.comm_threads; ++i) {
+      threads_.emplace_back([this, i] { CommLoop(i); });
+    }
+  }
+
+  ~GlooCollective() override {
+    Abort(absl::AbortedError("gloo collective destroyed"));
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+    }
+    // Blocks until in-flight gloo calls return (by completion, peer loss or their timeout).
+    for (std::thread& t : threads_) t.join();
+  }
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  std::string backend_name() const override { return "gloo"; }
+  MemoryKind memory_kind() const override { return MemoryKind::kHost; }
+
+  std::shared_ptr<Work> AllReduce(TensorView buf, ReduceOp op,
+                                  const CollectiveOptions& opts) override {
+    const std::string what = absl::StrFormat("all_reduce(%s, %s)", ReduceOpName(op),
+                                             DataTypeName(buf.dtype));
+    absl::Status valid = ValidateView(buf, "buf");
+    if (valid.ok() && PairwiseReduction(buf.dtype, op) == nullptr) {
+      valid = absl::InvalidArgumentError(absl::StrCat(
+          ReduceOpName(op), " is not supported on ", DataTypeName(buf.dtype),
+          "; use sum or max (or a float dtype for avg)"));
+    }
+    const int n = world_size_;
+    return Enqueue(what, opts, buf.count, valid,
+                   [ctx = context_, buf, op, n](uint32_t tag, std::chrono::milliseconds timeout) {
+                     absl::Status s = GlooAllReduceInPlace(ctx, buf.data, buf.count, buf.dtype,
+                                                           op, tag, timeout);
+                     if (s.ok() && op == ReduceOp::kAvg) {
+                       DivideInPlace(buf.data, buf.count, buf.dtype, n);
+                     }
+                     return s;
+                   });
+  }
+
+  std::shared_ptr<Work> Broadcast(TensorView buf, int root,
+                                  const CollectiveOptions& opts) override {
+    const std::string what = absl::StrFormat("broadcast(root %d, %s)", root,
+                                             DataTypeName(buf.dtype));
+    absl::Status valid = ValidateView(buf, "buf");
+    if (valid.ok() && (root < 0 || root >= world_size_)) {
+      valid = absl::InvalidArgumentError(absl::StrCat(
+          "root ", root, " is out of range; it must be in [0, ", world_size_, ")"));
+    }
+    return Enqueue(what, opts, buf.count, valid,
+                   [ctx = context_, buf, root](uint32_t tag, std::chrono::milliseconds timeout) {
+                     // In place: every rank's output is the buffer; the root's is also the source.
+                     gloo::BroadcastOptions o(ctx);
+                     o.setOutput(static_cast<uint8_t*>(buf.data), buf.bytes());
+                     o.setRoot(root);
+                     o.setTag(tag);
+                     o.setTimeout(timeout);
+                     return RL_GLOO_CALL(gloo::broadcast(o));
+                   });
+  }
+
+  std::shared_ptr<Work> AllGather(TensorView in, TensorView out,
+                                  const CollectiveOptions& opts) override {
+    const std::string what = absl::StrFormat("all_gather(%s)", DataTypeName(in.dtype));
+    absl::Status valid = ValidateView(in, "in");
+    if (valid.ok()) valid = ValidateView(out, "out");
+    if (valid.ok() && (out.dtype != in.dtype ||
+                       out.count != in.count * static_cast<size_t>(world_size_))) {
+      valid = absl::InvalidArgumentError(absl::StrCat(
+          "out must hold world_size x in.count = ", world_size_, " x ", in.count,
+          " elements of ", DataTypeName(in.dtype), "; got ", out.count, " of ",
+          DataTypeName(out.dtype)));
+    }
+    return Enqueue(what, opts, in.count, valid,
+                   [ctx = context_, in, out](uint32_t tag, std::chrono::milliseconds timeout) {
+                     gloo::AllgatherOptions o(ctx);
+                     o.setInput(static_cast<uint8_t*>(in.data), in.bytes());
+                     o.setOutput(static_cast<uint8_t*>(out.data), out.bytes());
+                     o.setTag(tag);
+                     o.setTimeout(timeout);
+                     return RL_GLOO_CALL(gloo::allgather(o));
+                   });
+  }
+
+  std::shared_ptr<Work> ReduceScatter(TensorView in, TensorView out, ReduceOp op,
+                                      const CollectiveOptions& opts) override {
+    const std::string what = absl::StrFormat("reduce_scatter(%s, %s)", ReduceOpName(op),
+                                             DataTypeName(in.dtype));
+    absl::Status valid = ValidateView(in, "in");
+    if (valid.ok()) valid = ValidateView(out, "out");
+    if (valid.ok() && (out.dtype != in.dtype ||
+                       in.count != out.count * static_cast<size_t>(world_size_))) {
+      valid = absl::InvalidArgumentError(absl::StrCat(
+          "in must hold world_size x out.count = ", world_size_, " x ", out.count,
+          " elements of ", DataTypeName(out.dtype), "; got ", in.count, " of ",
+          DataTypeName(in.dtype)));
+    }
+    if (valid.ok() && PairwiseReduction(in.dtype, op) == nullptr) {
+      valid = absl::InvalidArgumentError(absl::StrCat(
+          ReduceOpName(op), " is not supported on ", DataTypeName(in.dtype),
+          "; use sum or max (or a float dtype for avg)"));
+    }
+    const int n = world_size_;
+    const int r = rank_;
+    return Enqueue(
+        what, opts, in.count, valid,
+        [ctx = context_, in, out, op, n, r](uint32_t tag, std::chrono::milliseconds timeout) {
+          // No reduce-scatter in gloo's option-based API: all-reduce a scratch copy of the whole
+          // input (n x the traffic of a real reduce-scatter) and keep this rank's slice.
+          std::vector<char> scratch(static_cast<const char*>(in.data),
+                                    static_cast<const char*>(in.data) + in.bytes());
+          absl::Status s =
+              GlooAllReduceInPlace(ctx, scratch.data(), in.count, in.dtype, op, tag, timeout);
+          if (!s.ok()) return s;
+          std::memcpy(out.data, scratch.data() + static_cast<size_t>(r) * out.bytes(),
+                      out.bytes());
+          if (op == ReduceOp::kAvg) DivideInPlace(out.data, out.count, out.dtype, n);
+          return absl::OkStatus();
+        });
+  }
+
+  std::shared_ptr<Work> Barrier(const CollectiveOptions& opts) override {
+    return Enqueue("barrier", opts, 0, absl::OkStatus(),
+                   [ctx = context_](uint32_t tag, std::chrono::milliseconds timeout) {
+                     gloo::BarrierOptions o(ctx);
+                     o.setTag(tag);
+                     o.setTimeout(timeout);
+                     return RL_GLOO_CALL(gloo::barrier(o));
+                   },
+                   /*runs_when_empty=*/true);
+  }
+
+  void Abort(const absl::Status& reason) override {
+    std::vector<Op> cancelled;
+    absl::Status status;
+    {
+      absl::MutexLock lock(&mu_);
+      if (aborted_) return;
+      aborted_ = true;
+      dead_ = absl::AbortedError(absl::StrCat(
+          "gloo rank ", rank_, "/", world_size_, " aborted: ",
+          reason.ok() ? std::string("no reason given") : reason.ToString()));
+      status = dead_;
+      for (std::deque<Op>& queue : queues_) {
+        for (Op& op : queue) cancelled.push_back(std::move(op));
+        queue.clear();
+      }
+    }
+    for (Op& op : cancelled) op.work->Finish(status, absl::ZeroDuration());
+  }
+
+ private:
+  // Runs the gloo call(s) of one operation; returns its status. Must not throw.
+  using RunFn = std::function<absl::Status(uint32_t tag, std::chrono::milliseconds timeout)>;
+
+  struct Op {
+    std::string description;  // "gloo rank 1/4 all_reduce(sum, fp32) bucket 3 count 1000"
+    std::shared_ptr<GlooWork> work;
+    RunFn run;
+    uint32_t tag = 0;
+    std::chrono::milliseconds timeout{0};
+    bool skip_gloo = false;  // zero elements: nothing to exchange
+  };
+
+  static absl::Status ValidateView(const TensorView& v, const char* name) {
+    if (v.count > 0 && v.data == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ".data is null but ", name, ".count is ", v.count));
+    }
+    return absl::OkStatus();
+  }
+
+  std::shared_ptr<Work> Enqueue(const std::string& what, const CollectiveOptions& opts,
+                                size_t count, absl::Status valid, RunFn run,
+                                bool runs_when_empty = false) {
+    auto work = std::make_shared<GlooWork>();
+    const std::string description = absl::StrCat("gloo rank ", rank_, "/", world_size_, " ", what,
+                                                 " bucket ", opts.bucket, " count ", count);
+    if (valid.ok() && (opts.timeout < absl::ZeroDuration() ||
+                       opts.timeout == absl::InfiniteDuration())) {
+      valid = absl::InvalidArgumentError(absl::StrCat(
+          "timeout ", absl::FormatDuration(opts.timeout),
+          " must be finite and >= 0 (0 = the collective's default)"));
+    }
+    if (!valid.ok()) {
+      // A bad argument is the caller's bug on this rank only; it does not kill the collective.
+      work->Finish(absl::InvalidArgumentError(absl::StrCat(description, ": ", valid.message())),
+                   absl::ZeroDuration());
+      return work;
+    }
+    Op op;
+    op.description = description;
+    op.work = work;
+    op.run = std::move(run);
+    op.timeout = ToMillis(opts.timeout > absl::ZeroDuration() ? opts.timeout : default_timeout_);
+    op.skip_gloo = count == 0 && !runs_when_empty;
+
+    absl::MutexLock lock(&mu_);
+    if (!dead_.ok()) {
+      work->Finish(dead_, absl::ZeroDuration());
+      return work;
+    }
+    // Every rank issues the same sequence, so the sequence number is the same op on every rank:
+    // it picks the thread and (as the gloo tag) the message slots.
+    const uint64_t seq = next_seq_++;
+    op.tag = static_cast<uint32_t>(seq);
+    queues_[seq % queues_.size()].push_back(std::move(op));
+    return work;
+  }
+
+  void CommLoop(int index) {
+    for (;;) {
+      Op op;
+      absl::Status dead;
+      {
+        absl::MutexLock lock(&mu_);
+        auto ready = [this, index]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stopping_ || !queues_[index].empty();
+        };
+        mu_.Await(absl::Condition(&ready));
+        if (queues_[index].empty()) return;  // stopping, nothing left
+        op = std::move(queues_[index].front());
+        queues_[index].pop_front();
+        dead = dead_;
+      }
+      if (!dead.ok()) {
+        op.work->Finish(dead, absl::ZeroDuration());
+        continue;
+      }
+      const absl::Time start = clock_->Now();
+      absl::Status status = op.skip_gloo ? absl::OkStatus() : op.run(op.tag, op.timeout);
+      const absl::Duration duration = clock_->Now() - start;
+      if (!status.ok()) {
+        status = absl::Status(status.code(), absl::StrCat(op.description, ": ", status.message()));
+      }
+      {
+        absl::MutexLock lock(&mu_);
+        if (aborted_) {
+          // Abort overrides whatever the op did: the caller asked for the attempt to end.
+          status = dead_;
+        } else if (!status.ok() && dead_.ok()) {
+          // gloo's context is unusable after any throw: the first error kills the collective.
+          dead_ = status;
+        }
+      }
+      op.work->Finish(std::move(status), duration);
+    }
+  }
+
+  const std::shared_ptr<gloo::rendezvous::Context> context_;
+  const int rank_;
+  const int world_size_;
+  const absl::Duration default_timeout_;
+  Clock* const clock_;
+
+  absl::Mutex mu_;
+  absl::Status dead_ ABSL_GUARDED_BY(mu_);  // OK while live; else what every op now returns
+  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::deque<Op>> queues_ ABSL_GUARDED_BY(mu_);  // one per thread, issue order
+
+  std::vector<std::thread> threads_;  // set in the constructor, joined in the destructor
+};
+
+absl::Status ValidateCreateArgs(const KeyValueStore* store, const std::string& key_prefix,
+                                int rank, int world_size, const GlooOptions& opts) {
+  if (store == nullptr) return absl::InvalidArgumentError("store is null; pass the attempt's store");
+  if (key_prefix.empty()) {
+    return absl::InvalidArgumentError(
+        "key_prefix is empty; use one unique per job attempt, e.g. \"<job>/<generation>/gloo/\"");
+  }
+  if (world_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("world_size is ", world_size, "; it must be >= 1"));
+  }
+  if (rank < 0 || rank >= world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " is out of range; it must be in [0, ", world_size, ")"));
+  }
+  if (opts.comm_threads < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GlooOptions.comm_threads is ", opts.comm_threads, "; it must be >= 1"));
+  }
+  for (const auto& [name, d] : {std::make_pair("rendezvous_timeout", opts.rendezvous_timeout),
+                                std::make_pair("collective_timeout", opts.collective_timeout)}) {
+    if (d < absl::Milliseconds(1) || d == absl::InfiniteDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "GlooOptions.", name, " is ", absl::FormatDuration(d), "; it must be finite and >= 1ms"));
+    }
+  }
+  if (opts.hostname.empty()) {
+    return absl::InvalidArgumentError(
+        "GlooOptions.hostname is empty; give the address of the interface to bind");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Collective>> CreateGlooCollective(
+    std::shared_ptr<KeyValueStore> store, const std::string& key_prefix, int rank, int world_size,
+    const GlooOptions& opts) {
+  RETURN_IF_ERROR(ValidateCreateArgs(store.get(), key_prefix, rank, world_size, opts));
+  const std::string where = absl::StrCat("gloo rendezvous of rank ", rank, "/", world_size,
+                                         " under \"", key_prefix, "\"");
+
+  gloo::transport::tcp::attr attr;
+  attr.hostname = opts.hostname;
+  std::shared_ptr<gloo::transport::Device> device;
+  absl::Status status = RL_GLOO_CALL(device = gloo::transport::tcp::CreateDevice(attr));
+  if (!status.ok()) {
+    return absl::Status(status.code(), absl::StrCat(where, ": cannot bind GlooOptions.hostname \"",
+                                                    opts.hostname, "\": ", status.message()));
+  }
+
+  KvGlooStore kv(store, key_prefix, opts.rendezvous_timeout, opts.clock);
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, world_size);
+  context->setTimeout(ToMillis(opts.rendezvous_timeout));
+  status = RL_GLOO_CALL(context->connectFullMesh(kv, device));
+  if (!status.ok()) {
+    // Prefer the store's own error: its code (DEADLINE_EXCEEDED, FAILED_PRECONDITION, ...) and the
+    // key that never appeared say more than gloo's rethrown text.
+    const absl::Status store_error = kv.first_error();
+    const absl::Status& cause = store_error.ok() ? status : store_error;
+    std::string hint;
+    if (cause.code() == absl::StatusCode::kDeadlineExceeded) {
+      hint = absl::StrCat(" (not every rank joined within ",
+                          absl::FormatDuration(opts.rendezvous_timeout), ")");
+    }
+    return absl::Status(cause.code(), absl::StrCat(where, hint, ": ", cause.message()));
+  }
+  return std::unique_ptr<Collective>(new GlooCollective(std::move(context), opts));
+}
+
+}  // namespace ringleader

@@ -1,0 +1,86 @@
+// Stochastic gradient descent with exactly torch.optim.SGD's semantics (momentum, dampening,
+// weight decay, Nesterov), for parameters that live in host memory.
+//
+//   SgdOptions o; o.lr = 0.05; o.momentum = 0.9;
+//   SgdOptimizer opt(model.parameters(), o);
+//   ... model.ForwardBackward(...) ...
+//   opt.Step(params, grads, has_grad);
+//
+// The per-element arithmetic lives in sgd_math.h so the GPU trainer applies the same update.
+#ifndef RINGLEADER_WORKER_TRAINER_SGD_H_
+#define RINGLEADER_WORKER_TRAINER_SGD_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "worker/trainer/parameter.h"
+#include "worker/trainer/sgd_math.h"
+
+namespace ringleader {
+
+// torch.optim.SGD's options. Defaults are torch's, except lr (torch has none).
+struct SgdOptions {
+  double lr = 0.01;            // learning rate, > 0
+  double momentum = 0.0;       // >= 0; 0 = plain SGD, no momentum buffers
+  double dampening = 0.0;      // >= 0; scales the new gradient by (1 - dampening) in the buffer
+  double weight_decay = 0.0;   // >= 0; L2 penalty added to the gradient
+  bool nesterov = false;       // needs momentum > 0 and dampening == 0
+};
+
+// INVALID_ARGUMENT naming the field ("optimizer.learning_rate", "optimizer.momentum",
+// "optimizer.dampening", "optimizer.weight_decay", "optimizer.nesterov") and the fix, like
+// torch's constructor checks; OK otherwise.
+absl::Status ValidateSgdOptions(const SgdOptions& options);
+
+// The name under which a parameter's momentum buffer is stored in a checkpoint.
+std::string MomentumBufferName(const std::string& parameter_name);
+
+// Owns the momentum buffers and the step count. Not thread-safe: one training thread uses it.
+class SgdOptimizer {
+ public:
+  // `options` must pass ValidateSgdOptions (checked; aborts otherwise: validate the job spec
+  // first).
+  SgdOptimizer(std::vector<ParameterInfo> params, SgdOptions options);
+
+  // One optimizer step over every parameter i with has_grad[i] (others are skipped and keep
+  // their momentum buffer untouched, like torch's `p.grad is None`). params[i] and grads[i]
+  // point at parameters()[i].count floats; all three vectors have parameters().size() entries
+  // (checked; aborts otherwise). A parameter's momentum buffer is created at its first step
+  // with a gradient.
+  void Step(const std::vector<float*>& params, const std::vector<const float*>& grads,
+            const std::vector<bool>& has_grad);
+
+  const std::vector<ParameterInfo>& parameters() const { return params_; }
+  const SgdOptions& options() const { return options_; }
+  // Changes the learning rate for later steps (schedules).
+  void set_lr(double lr) { options_.lr = lr; }
+
+  // One entry per parameter, in parameters() order; an entry is empty while that parameter has
+  // no momentum buffer (momentum == 0, or no step with a gradient yet).
+  const std::vector<std::vector<float>>& momentum_buffers() const { return buffers_; }
+  // The buffer of the parameter called `parameter_name`, or null if it has none.
+  const std::vector<float>* momentum_buffer(const std::string& parameter_name) const;
+  // Number of Step() calls so far.
+  uint64_t step_count() const { return step_count_; }
+
+  // Restores state saved from momentum_buffers() / step_count() (checkpoint resume).
+  // INVALID_ARGUMENT if the number of entries differs from parameters().size() or a non-empty
+  // entry's size differs from its parameter's count (the message names the parameter).
+  absl::Status RestoreMomentumBuffers(std::vector<std::vector<float>> buffers);
+  // Sets one parameter's buffer by name. NOT_FOUND for an unknown name, INVALID_ARGUMENT for a
+  // wrong size.
+  absl::Status RestoreMomentumBuffer(const std::string& parameter_name, std::vector<float> buffer);
+  void set_step_count(uint64_t step_count) { step_count_ = step_count; }
+
+ private:
+  std::vector<ParameterInfo> params_;
+  SgdOptions options_;
+  std::vector<std::vector<float>> buffers_;
+  uint64_t step_count_ = 0;
+};
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_WORKER_TRAINER_SGD_H_

@@ -1,0 +1,178 @@
+#include "worker/trainer/sgd.h"
+
+#include <cmath>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/trainer/norm.h"
+#include "worker/trainer/sgd_math.h"
+
+namespace ringleader {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Reference trajectories worked out by hand from torch.optim.SGD's update rule (see
+// sgd_math.h). Every value is a dyadic fraction, exact in float32, so the comparison is exact.
+// Parameter starts at 1.0; gradients 1.0, 0.5, -1.0 in steps 1..3; lr 0.5, momentum 0.5,
+// weight_decay 0.25.
+//
+// dampening 0.5:
+//   1: d_p = 1 + .25·1 = 1.25;           buf = 1.25 (first step: no dampening)
+//      p = 1 - .5·1.25 = 0.375
+//   2: d_p = .5 + .25·.375 = 0.59375;    buf = .5·1.25 + .5·.59375 = 0.921875
+//      p = .375 - .5·.921875 = -0.0859375
+//   3: d_p = -1 + .25·(-.0859375) = -1.021484375
+//      buf = .5·.921875 + .5·(-1.021484375) = -0.0498046875
+//      p = -.0859375 + .5·.0498046875 = -0.06103515625
+// nesterov (dampening 0):
+//   1: d_p = 1.25; buf = 1.25; d_p = 1.25 + .5·1.25 = 1.875;        p = 0.0625
+//   2: d_p = .5 + .25·.0625 = .515625; buf = .625 + .515625 = 1.140625
+//      d_p = .515625 + .5·1.140625 = 1.0859375;                     p = -0.48046875
+//   3: d_p = -1 + .25·(-.48046875) = -1.1201171875
+//      buf = .5703125 - 1.1201171875 = -0.5498046875
+//      d_p = -1.1201171875 - .27490234375 = -1.39501953125;         p = 0.217041015625
+const float kGrads[3] = {1.0f, 0.5f, -1.0f};
+
+std::vector<ParameterInfo> OneScalar() { return {{"w", {1}, 1}}; }
+
+std::vector<float> Run3Steps(const SgdOptions& o, std::vector<float>* buffers_after_each) {
+  SgdOptimizer opt(OneScalar(), o);
+  float p = 1.0f;
+  std::vector<float> trajectory;
+  for (float g : kGrads) {
+    opt.Step({&p}, {&g}, {true});
+    trajectory.push_back(p);
+    buffers_after_each->push_back(opt.momentum_buffers()[0].at(0));
+  }
+  EXPECT_EQ(opt.step_count(), 3u);
+  return trajectory;
+}
+
+TEST(SgdTest, MomentumDampeningWeightDecayMatchTorchReference) {
+  SgdOptions o;
+  o.lr = 0.5;
+  o.momentum = 0.5;
+  o.dampening = 0.5;
+  o.weight_decay = 0.25;
+  std::vector<float> bufs;
+  EXPECT_EQ(Run3Steps(o, &bufs), (std::vector<float>{0.375f, -0.0859375f, -0.06103515625f}));
+  EXPECT_EQ(bufs, (std::vector<float>{1.25f, 0.921875f, -0.0498046875f}));
+}
+
+TEST(SgdTest, NesterovMatchesTorchReference) {
+  SgdOptions o;
+  o.lr = 0.5;
+  o.momentum = 0.5;
+  o.weight_decay = 0.25;
+  o.nesterov = true;
+  std::vector<float> bufs;
+  EXPECT_EQ(Run3Steps(o, &bufs), (std::vector<float>{0.0625f, -0.48046875f, 0.217041015625f}));
+  EXPECT_EQ(bufs, (std::vector<float>{1.25f, 1.140625f, -0.5498046875f}));
+}
+
+TEST(SgdTest, PlainSgdHasNoMomentumBuffers) {
+  SgdOptions o;
+  o.lr = 0.5;
+  o.weight_decay = 0.25;
+  SgdOptimizer opt(OneScalar(), o);
+  float p = 1.0f;
+  const float g = 1.0f;
+  opt.Step({&p}, {&g}, {true});
+  EXPECT_EQ(p, 1.0f - 0.5f * 1.25f);
+  EXPECT_TRUE(opt.momentum_buffers()[0].empty());
+  EXPECT_EQ(opt.momentum_buffer("w"), nullptr);
+}
+
+TEST(SgdTest, ParametersWithoutGradientAreSkippedAndStartMomentumLater) {
+  SgdOptions o;
+  o.lr = 0.5;
+  o.momentum = 0.5;
+  o.dampening = 0.5;
+  o.weight_decay = 0.25;
+  SgdOptimizer opt({{"a", {1}, 1}, {"b", {1}, 1}}, o);
+  float a = 1.0f, b = 1.0f;
+  const float ga = 1.0f, gb = 1.0f;
+  opt.Step({&a, &b}, {&ga, &gb}, {true, false});
+  EXPECT_EQ(a, 0.375f);
+  EXPECT_EQ(b, 1.0f);  // untouched, no buffer
+  EXPECT_TRUE(opt.momentum_buffers()[1].empty());
+  // b's first step with a gradient initialises its buffer (no dampening), like torch.
+  opt.Step({&a, &b}, {&ga, &gb}, {false, true});
+  EXPECT_EQ(a, 0.375f);
+  EXPECT_EQ(b, 0.375f);
+  ASSERT_NE(opt.momentum_buffer("b"), nullptr);
+  EXPECT_EQ(opt.momentum_buffer("b")->at(0), 1.25f);
+  EXPECT_EQ(opt.momentum_buffer("a")->at(0), 1.25f);
+}
+
+TEST(SgdTest, RestoredStateContinuesTheSameTrajectory) {
+  SgdOptions o;
+  o.lr = 0.1;
+  o.momentum = 0.9;
+  o.weight_decay = 1e-3;
+  const std::vector<ParameterInfo> infos = {{"w", {3}, 3}};
+  std::vector<float> p = {0.3f, -0.2f, 0.7f};
+  const std::vector<float> g1 = {0.1f, 0.2f, -0.3f}, g2 = {-0.4f, 0.05f, 0.6f};
+  SgdOptimizer original(infos, o);
+  original.Step({p.data()}, {g1.data()}, {true});
+  std::vector<float> resumed_p = p;
+  SgdOptimizer resumed(infos, o);
+  ASSERT_TRUE(resumed.RestoreMomentumBuffers(original.momentum_buffers()).ok());
+  resumed.set_step_count(original.step_count());
+  original.Step({p.data()}, {g2.data()}, {true});
+  resumed.Step({resumed_p.data()}, {g2.data()}, {true});
+  EXPECT_EQ(p, resumed_p);
+  EXPECT_EQ(resumed.step_count(), 2u);
+
+  EXPECT_EQ(resumed.RestoreMomentumBuffers({{1.0f}}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(resumed.RestoreMomentumBuffers({}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(resumed.RestoreMomentumBuffer("nope", {1, 2, 3}).code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_TRUE(resumed.RestoreMomentumBuffer("w", {1, 2, 3}).ok());
+  EXPECT_EQ(resumed.momentum_buffer("w")->at(2), 3.0f);
+}
+
+TEST(SgdTest, OptionsAreValidatedLikeTorch) {
+  SgdOptions o;
+  EXPECT_TRUE(ValidateSgdOptions(o).ok());
+  o.nesterov = true;
+  absl::Status s = ValidateSgdOptions(o);  // momentum 0
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("optimizer.nesterov"));
+  o.momentum = 0.9;
+  o.dampening = 0.1;
+  EXPECT_EQ(ValidateSgdOptions(o).code(), absl::StatusCode::kInvalidArgument);
+  o = SgdOptions();
+  o.lr = 0;
+  EXPECT_THAT(std::string(ValidateSgdOptions(o).message()), HasSubstr("optimizer.learning_rate"));
+  o = SgdOptions();
+  o.weight_decay = -1;
+  EXPECT_THAT(std::string(ValidateSgdOptions(o).message()), HasSubstr("optimizer.weight_decay"));
+  o = SgdOptions();
+  o.momentum = -0.5;
+  EXPECT_THAT(std::string(ValidateSgdOptions(o).message()), HasSubstr("optimizer.momentum"));
+}
+
+TEST(SgdMathTest, ElementUpdateWithoutMomentumIgnoresTheBuffer) {
+  SgdElementParams h;
+  h.lr = 0.5f;
+  float p = 2.0f;
+  SgdUpdateElement(&p, 1.0f, nullptr, false, h);
+  EXPECT_EQ(p, 1.5f);
+}
+
+TEST(NormTest, L2NormOfOneAndSeveralTensors) {
+  const std::vector<float> a = {3.0f, 4.0f};
+  EXPECT_EQ(L2Norm(a.data(), a.size()), 5.0);
+  EXPECT_EQ(L2Norm(a.data(), 0), 0.0);
+  const std::vector<float> b = {3.0f}, c = {4.0f, 12.0f};
+  EXPECT_EQ(L2Norm({b.data(), c.data()}, {1, 2}), 13.0);
+  // Accumulated in double: 1e6 ones sum exactly to 1e6.
+  const std::vector<float> ones(1000000, 1.0f);
+  EXPECT_EQ(L2Norm(ones.data(), ones.size()), 1000.0);
+}
+
+}  // namespace
+}  // namespace ringleader
