@@ -6,16 +6,20 @@
 #define RINGLEADER_COMMON_JOB_SPEC_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "proto/ringleader.pb.h"
 
 namespace ringleader {
 
+// Where `data.path` points when a fashion-mnist spec leaves it empty (Debian's package path).
+inline constexpr char kDefaultFashionMnistPath[] = "/usr/share/datasets/fashion-mnist";
+
 // Limits on a spec. Plain struct; defaults commented.
 struct JobSpecLimits {
   uint32_t max_world_size = 1024;      // ranks per job
-  uint32_t max_layers = 16;            // MLP layers
+  uint32_t max_layers = 16;            // MLP linear layers (layer sizes - 1)
   uint32_t max_layer_width = 1 << 16;  // neurons per layer
   uint32_t max_batch_size = 1 << 16;
   uint32_t max_epochs = 10000;
@@ -23,15 +27,23 @@ struct JobSpecLimits {
 
 // Fills every unset field with its documented default (see README "Job spec"):
 // backend "gloo", strategy "ddp", model mlp 784-256-128-10, dataset fashion-mnist at the Debian
-// path, sgd lr 0.05 momentum 0.9 weight_decay 5e-4, bucket_cap_mb 25, first_bucket_mb 1,
-// broadcast_buffers true, overlap true, accumulation 1, comm_dtype fp32, epochs 3, batch 64,
-// seed 1, drift every 50 steps, collective timeout 60 s.
+// path, sgd lr 0.05 momentum 0.9 weight_decay 5e-4 dampening 0, bucket_cap_mb 25,
+// first_bucket_mb 1, broadcast_buffers true, overlap true, accumulation 1, comm_dtype fp32,
+// epochs 3, batch 64, seed 1, drift every 50 steps, collective timeout 60 s.
+// Fields that are proto3 `optional` are filled only when unset, so an explicit momentum 0 stays
+// 0; plain numeric fields are filled when 0. Never filled: `world_size` (0 stays an error: the
+// submitter chooses), `name`, `max_steps`, `checkpoint_dir`, `mixed_precision` ("" = fp32).
+// Idempotent.
 void ApplyJobSpecDefaults(ringleader::v1::JobSpec* spec);
 
 // Checks a spec (after defaults). INVALID_ARGUMENT naming the field (YAML path style, e.g.
 // "optimizer.learning_rate") and the fix; OK otherwise. Does not touch the file system.
-absl::Status ValidateJobSpec(const ringleader::v1::JobSpec& spec,
-                             const JobSpecLimits& limits = {});
+absl::Status ValidateJobSpec(const ringleader::v1::JobSpec& spec, const JobSpecLimits& limits = {});
+
+// Parameter names of the model `model` describes, in registration order: for an MLP with
+// layers [784, 256, 10]: fc1.weight, fc1.bias, fc2.weight, fc2.bias. Empty for an unknown kind
+// or fewer than 2 layer sizes.
+std::vector<std::string> ModelParameterNames(const ringleader::v1::ModelSpec& model);
 
 // 16 hex digits: FNV-1a 64 of the deterministic serialization. Equal specs give equal
 // fingerprints in every process.

@@ -1,0 +1,173 @@
+#include "client/cli.h"
+
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "client/mock_job_client.h"
+#include "common/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringleader {
+namespace {
+
+using ::testing::_;
+using ::testing::HasSubstr;
+using ::testing::Return;
+using ::testing::StartsWith;
+using ::testing::StrictMock;
+
+// Hands the factory's caller a client that forwards to the test's mock.
+class ForwardingJobClient : public JobClient {
+ public:
+  explicit ForwardingJobClient(JobClient* target) : target_(target) {}
+  absl::StatusOr<v1::SubmitJobResponse> Submit(const v1::JobSpec& spec) override {
+    return target_->Submit(spec);
+  }
+  absl::StatusOr<v1::GetJobResponse> Get(const std::string& id) override {
+    return target_->Get(id);
+  }
+  absl::StatusOr<v1::WatchJobResponse> Watch(const std::string& id, uint64_t after,
+                                             absl::Duration wait) override {
+    return target_->Watch(id, after, wait);
+  }
+  absl::StatusOr<v1::ListJobsResponse> List() override { return target_->List(); }
+  absl::StatusOr<v1::ListWorkersResponse> ListWorkers() override { return target_->ListWorkers(); }
+  absl::StatusOr<v1::CancelJobResponse> Cancel(const std::string& id,
+                                               const std::string& reason) override {
+    return target_->Cancel(id, reason);
+  }
+
+ private:
+  JobClient* target_;
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  CliTest() {
+    env_.out = &out_;
+    env_.err = &err_;
+    env_.clock = &clock_;
+    env_.sleep = [](absl::Duration) {};
+    env_.read_file = [](const std::string&) -> absl::StatusOr<std::string> {
+      return absl::NotFoundError("no files in this test");
+    };
+  }
+
+  int Run(std::vector<std::string> args) {
+    return RunCli(args, env_, [this](const std::string& address, absl::Duration timeout) {
+      ++connects_;
+      address_ = address;
+      timeout_ = timeout;
+      return std::make_unique<ForwardingJobClient>(&client_);
+    });
+  }
+
+  StrictMock<MockJobClient> client_;
+  std::ostringstream out_;
+  std::ostringstream err_;
+  FakeClock clock_;
+  CommandEnvironment env_;
+  int connects_ = 0;
+  std::string address_;
+  absl::Duration timeout_;
+};
+
+TEST_F(CliTest, HelpForProgramAndEachCommand) {
+  EXPECT_EQ(Run({"--help"}), kExitOk);
+  EXPECT_EQ(out_.str(), CliUsage());
+  EXPECT_THAT(out_.str(), StartsWith("usage: ringleader [global flags] <command>"));
+  for (const char* command : {"submit", "status", "watch", "list", "workers", "cancel"}) {
+    out_.str("");
+    EXPECT_EQ(Run({command, "--help"}), kExitOk) << command;
+    EXPECT_THAT(out_.str(), StartsWith(std::string("usage: ringleader ") + command));
+    EXPECT_THAT(out_.str(), HasSubstr("--coordinator ADDR"));
+  }
+  EXPECT_EQ(connects_, 0);
+}
+
+TEST_F(CliTest, UsageErrorsExitTwoWithUsage) {
+  EXPECT_EQ(Run({}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("error: no command given"));
+  err_.str("");
+  EXPECT_EQ(Run({"stauts", "j-1"}), kExitUsage);
+  EXPECT_THAT(err_.str(), StartsWith("error: unknown command 'stauts' (did you mean 'status'?)"));
+  EXPECT_THAT(err_.str(), HasSubstr("usage: ringleader [global flags]"));
+  err_.str("");
+  EXPECT_EQ(Run({"submit", "--epoch", "3"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("unknown flag --epoch for 'submit'"));
+  EXPECT_THAT(err_.str(), HasSubstr("usage: ringleader submit [flags] [SPEC.yaml]"));
+  err_.str("");
+  EXPECT_EQ(Run({"status"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("'status' takes JOB, got none"));
+  err_.str("");
+  EXPECT_EQ(Run({"--timeout", "soon", "list"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--timeout: expected a positive duration"));
+  err_.str("");
+  EXPECT_EQ(Run({"submit", "--set", "nonsense"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--set: expected KEY.PATH=VALUE"));
+  EXPECT_EQ(connects_, 0);
+}
+
+TEST_F(CliTest, GlobalFlagsReachTheFactory) {
+  EXPECT_CALL(client_, List()).WillOnce(Return(v1::ListJobsResponse()));
+  EXPECT_EQ(Run({"--coordinator", "head:7000", "list", "--timeout=2.5"}), kExitOk);
+  EXPECT_EQ(address_, "head:7000");
+  EXPECT_EQ(timeout_, absl::Milliseconds(2500));
+  EXPECT_EQ(out_.str(), "no jobs\n");
+
+  EXPECT_CALL(client_, ListWorkers()).WillOnce(Return(v1::ListWorkersResponse()));
+  EXPECT_EQ(Run({"workers", "--timeout", "500ms"}), kExitOk);
+  EXPECT_EQ(address_, kDefaultCoordinator);
+  EXPECT_EQ(timeout_, absl::Milliseconds(500));
+}
+
+TEST_F(CliTest, SubmitFlagsBecomeSpecFields) {
+  v1::JobSpec sent;
+  EXPECT_CALL(client_, Submit(_)).WillOnce([&](const v1::JobSpec& spec) {
+    sent = spec;
+    v1::SubmitJobResponse response;
+    response.set_job_id("j-1");
+    return response;
+  });
+  EXPECT_EQ(Run({"submit", "--world_size", "4", "--epochs=2", "--lr", "0.01", "--batch_size", "32",
+                 "--max_steps", "100", "--name", "quick", "--backend", "gloo", "--set",
+                 "sync.overlap=false", "--set", "model.layers=[784, 32, 10]"}),
+            kExitOk)
+      << err_.str();
+  EXPECT_EQ(sent.world_size(), 4u);
+  EXPECT_EQ(sent.epochs(), 2u);
+  EXPECT_DOUBLE_EQ(sent.optimizer().learning_rate(), 0.01);
+  EXPECT_EQ(sent.batch_size(), 32u);
+  EXPECT_EQ(sent.max_steps(), 100u);
+  EXPECT_EQ(sent.name(), "quick");
+  EXPECT_FALSE(sent.sync().overlap());
+  EXPECT_EQ(sent.model().layers_size(), 3);
+  EXPECT_THAT(out_.str(), HasSubstr("submitted job j-1"));
+}
+
+TEST_F(CliTest, SubmitMissingSpecFileIsUsageError) {
+  EXPECT_EQ(Run({"submit", "nope.yaml"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("cannot read spec file nope.yaml"));
+}
+
+TEST_F(CliTest, CancelStatusAndWatchDispatch) {
+  EXPECT_CALL(client_, Cancel("j-2", "cancelled from the command line"))
+      .WillOnce(Return(v1::CancelJobResponse()));
+  EXPECT_CALL(client_, Cancel("j-3", "wrong data")).WillOnce(Return(v1::CancelJobResponse()));
+  EXPECT_CALL(client_, Get("j-4")).WillOnce(Return(absl::NotFoundError("no job j-4")));
+  v1::WatchJobResponse done;
+  done.mutable_job()->set_state(v1::JOB_STATE_CANCELLED);
+  done.mutable_job()->set_version(1);
+  EXPECT_CALL(client_, Watch("j-5", 0, _)).WillOnce(Return(done));
+  EXPECT_EQ(Run({"cancel", "j-2"}), kExitOk);
+  EXPECT_EQ(Run({"cancel", "j-3", "--reason", "wrong data"}), kExitOk);
+  EXPECT_EQ(Run({"status", "j-4"}), kExitFailure);
+  EXPECT_EQ(Run({"watch", "j-5"}), kExitFailure);  // CANCELLED is not SUCCEEDED
+  EXPECT_THAT(out_.str(), HasSubstr("result: FAIL"));
+}
+
+}  // namespace
+}  // namespace ringleader

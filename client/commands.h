@@ -1,0 +1,85 @@
+// The `ringleader` commands, as plain functions over a JobClient and output streams, so tests
+// drive them with a gMock client and string streams. Each returns the process exit code.
+#ifndef RINGLEADER_CLIENT_COMMANDS_H_
+#define RINGLEADER_CLIENT_COMMANDS_H_
+
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "client/job_client.h"
+#include "common/clock.h"
+#include "proto/ringleader.pb.h"
+
+namespace ringleader {
+
+// Exit codes.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  // the call failed, or the job did not pass
+inline constexpr int kExitUsage = 2;    // bad command line or bad job spec
+
+// What the commands need from outside; main() fills it with the real things.
+struct CommandEnvironment {
+  std::ostream* out = nullptr;
+  std::ostream* err = nullptr;
+  // Whether `out` is a terminal: `watch` then rewrites one progress line with '\r'.
+  bool out_is_tty = false;
+  // Paces the plain progress lines of `watch`.
+  Clock* clock = nullptr;
+  // Waits between retries when the coordinator is unavailable during `watch`.
+  std::function<void(absl::Duration)> sleep;
+  // Reads the spec file of `submit`.
+  std::function<absl::StatusOr<std::string>(const std::string& path)> read_file;
+  // Shown in hints when the coordinator cannot be reached.
+  std::string coordinator_address;
+};
+
+// One command-line change to the spec: `source` is the flag as typed ("--lr", "--set").
+struct SpecOverride {
+  std::string source;
+  std::string path;   // field path, e.g. "optimizer.learning_rate"
+  std::string value;  // as in YAML
+};
+
+struct WatchOptions {
+  // Server-side wait of each WatchJob long poll.
+  absl::Duration poll_wait = absl::Seconds(5);
+  // Interval of progress lines when stdout is not a terminal.
+  absl::Duration plain_interval = absl::Seconds(5);
+  // Consecutive UNAVAILABLE / DEADLINE_EXCEEDED answers tolerated before giving up; the wait
+  // between retries doubles from 0.5 s up to 8 s.
+  int max_retries = 8;
+};
+
+struct SubmitOptions {
+  std::string spec_path;  // empty: defaults plus overrides only
+  std::vector<SpecOverride> overrides;
+  bool watch = false;
+  WatchOptions watch_options;
+};
+
+// The spec `submit` sends: the YAML file (if any), then the overrides in order, world_size 2
+// when neither set it, defaults, validation. Errors: INVALID_ARGUMENT (located in the file or
+// naming the flag), NOT_FOUND / other codes from read_file.
+absl::StatusOr<v1::JobSpec> BuildSubmitSpec(const SubmitOptions& options,
+                                            const CommandEnvironment& env);
+
+int RunSubmit(const SubmitOptions& options, JobClient& client, const CommandEnvironment& env);
+int RunStatus(const std::string& job_id, JobClient& client, const CommandEnvironment& env);
+// Follows the job to a terminal state; exit 0 only when it SUCCEEDED and the verdict passed.
+int RunWatch(const std::string& job_id, const WatchOptions& options, JobClient& client,
+             const CommandEnvironment& env);
+int RunList(JobClient& client, const CommandEnvironment& env);
+int RunWorkers(JobClient& client, const CommandEnvironment& env);
+int RunCancel(const std::string& job_id, const std::string& reason, JobClient& client,
+              const CommandEnvironment& env);
+
+// The text `status` prints for `job`.
+std::string FormatJobStatus(const v1::JobStatus& job);
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_CLIENT_COMMANDS_H_

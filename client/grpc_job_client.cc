@@ -1,0 +1,91 @@
+#include "client/grpc_job_client.h"
+
+#include <chrono>
+#include <utility>
+
+#include "proto/ringleader.grpc.pb.h"
+
+namespace ringleader {
+namespace {
+
+class GrpcJobClient : public JobClient {
+ public:
+  GrpcJobClient(std::shared_ptr<grpc::Channel> channel, GrpcJobClientOptions options)
+      : stub_(v1::JobService::NewStub(channel)), options_(std::move(options)) {}
+
+  absl::StatusOr<v1::SubmitJobResponse> Submit(const v1::JobSpec& spec) override {
+    v1::SubmitJobRequest request;
+    *request.mutable_spec() = spec;
+    return Call(&v1::JobService::Stub::SubmitJob, request, absl::ZeroDuration());
+  }
+
+  absl::StatusOr<v1::GetJobResponse> Get(const std::string& job_id) override {
+    v1::GetJobRequest request;
+    request.set_job_id(job_id);
+    return Call(&v1::JobService::Stub::GetJob, request, absl::ZeroDuration());
+  }
+
+  absl::StatusOr<v1::WatchJobResponse> Watch(const std::string& job_id, uint64_t after_version,
+                                             absl::Duration wait) override {
+    v1::WatchJobRequest request;
+    request.set_job_id(job_id);
+    request.set_after_version(after_version);
+    request.set_wait_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(wait)));
+    return Call(&v1::JobService::Stub::WatchJob, request, wait);
+  }
+
+  absl::StatusOr<v1::ListJobsResponse> List() override {
+    return Call(&v1::JobService::Stub::ListJobs, v1::ListJobsRequest(), absl::ZeroDuration());
+  }
+
+  absl::StatusOr<v1::ListWorkersResponse> ListWorkers() override {
+    return Call(&v1::JobService::Stub::ListWorkers, v1::ListWorkersRequest(), absl::ZeroDuration());
+  }
+
+  absl::StatusOr<v1::CancelJobResponse> Cancel(const std::string& job_id,
+                                               const std::string& reason) override {
+    v1::CancelJobRequest request;
+    request.set_job_id(job_id);
+    request.set_reason(reason);
+    return Call(&v1::JobService::Stub::CancelJob, request, absl::ZeroDuration());
+  }
+
+ private:
+  // One unary call with deadline = now + call_timeout + extra (the server-side wait).
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Call(grpc::Status (v1::JobService::Stub::*method)(grpc::ClientContext*,
+                                                                             const Request&,
+                                                                             Response*),
+                                const Request& request, absl::Duration extra) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         absl::ToChronoMilliseconds(options_.call_timeout + extra));
+    Response response;
+    grpc::Status status = (stub_.get()->*method)(&context, request, &response);
+    if (!status.ok()) return FromGrpcStatus(status);
+    return response;
+  }
+
+  std::unique_ptr<v1::JobService::Stub> stub_;
+  const GrpcJobClientOptions options_;
+};
+
+}  // namespace
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+std::unique_ptr<JobClient> NewGrpcJobClient(const std::string& address,
+                                            const GrpcJobClientOptions& options) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      options.credentials != nullptr ? options.credentials : grpc::InsecureChannelCredentials();
+  return NewGrpcJobClient(grpc::CreateChannel(address, credentials), options);
+}
+
+std::unique_ptr<JobClient> NewGrpcJobClient(std::shared_ptr<grpc::Channel> channel,
+                                            const GrpcJobClientOptions& options) {
+  return std::make_unique<GrpcJobClient>(std::move(channel), options);
+}
+
+}  // namespace ringleader

@@ -1,0 +1,48 @@
+// JobClient: the CLI's view of the coordinator's JobService, one method per RPC.
+//
+// The CLI commands take a `JobClient&`, so they run against the gRPC implementation
+// (grpc_job_client.h) in the binary and against a gMock (mock_job_client.h) in tests.
+// Implementations are thread-compatible at least; the gRPC one is thread-safe.
+#ifndef RINGLEADER_CLIENT_JOB_CLIENT_H_
+#define RINGLEADER_CLIENT_JOB_CLIENT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/ringleader.pb.h"
+
+namespace ringleader {
+
+class JobClient {
+ public:
+  virtual ~JobClient() = default;
+
+  // Validates and queues a job. Errors: INVALID_ARGUMENT (the message names the spec field),
+  // UNAVAILABLE (coordinator unreachable), DEADLINE_EXCEEDED (call timeout).
+  virtual absl::StatusOr<v1::SubmitJobResponse> Submit(const v1::JobSpec& spec) = 0;
+
+  // Errors: NOT_FOUND (unknown job), UNAVAILABLE, DEADLINE_EXCEEDED.
+  virtual absl::StatusOr<v1::GetJobResponse> Get(const std::string& job_id) = 0;
+
+  // Long poll: answers once the job's version exceeds `after_version`, or after `wait` with
+  // the current status. The call deadline is `wait` plus the client's call timeout.
+  // Errors: NOT_FOUND, UNAVAILABLE, DEADLINE_EXCEEDED.
+  virtual absl::StatusOr<v1::WatchJobResponse> Watch(const std::string& job_id,
+                                                     uint64_t after_version,
+                                                     absl::Duration wait) = 0;
+
+  // Errors: UNAVAILABLE, DEADLINE_EXCEEDED.
+  virtual absl::StatusOr<v1::ListJobsResponse> List() = 0;
+  virtual absl::StatusOr<v1::ListWorkersResponse> ListWorkers() = 0;
+
+  // Errors: NOT_FOUND; FAILED_PRECONDITION (job already finished); UNAVAILABLE;
+  // DEADLINE_EXCEEDED.
+  virtual absl::StatusOr<v1::CancelJobResponse> Cancel(const std::string& job_id,
+                                                       const std::string& reason) = 0;
+};
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_CLIENT_JOB_CLIENT_H_

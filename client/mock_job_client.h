@@ -1,0 +1,26 @@
+// gMock JobClient for CLI tests.
+#ifndef RINGLEADER_CLIENT_MOCK_JOB_CLIENT_H_
+#define RINGLEADER_CLIENT_MOCK_JOB_CLIENT_H_
+
+#include <string>
+
+#include "client/job_client.h"
+#include "gmock/gmock.h"
+
+namespace ringleader {
+
+class MockJobClient : public JobClient {
+ public:
+  MOCK_METHOD(absl::StatusOr<v1::SubmitJobResponse>, Submit, (const v1::JobSpec& spec), (override));
+  MOCK_METHOD(absl::StatusOr<v1::GetJobResponse>, Get, (const std::string& job_id), (override));
+  MOCK_METHOD(absl::StatusOr<v1::WatchJobResponse>, Watch,
+              (const std::string& job_id, uint64_t after_version, absl::Duration wait), (override));
+  MOCK_METHOD(absl::StatusOr<v1::ListJobsResponse>, List, (), (override));
+  MOCK_METHOD(absl::StatusOr<v1::ListWorkersResponse>, ListWorkers, (), (override));
+  MOCK_METHOD(absl::StatusOr<v1::CancelJobResponse>, Cancel,
+              (const std::string& job_id, const std::string& reason), (override));
+};
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_CLIENT_MOCK_JOB_CLIENT_H_

@@ -1,0 +1,44 @@
+// `ringleader`: the command-line client of the coordinator. See client/cli.h.
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "client/cli.h"
+#include "client/grpc_job_client.h"
+#include "common/clock.h"
+
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return absl::NotFoundError("no such file or not readable");
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (file.bad()) return absl::DataLossError("read failed");
+  return text.str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ringleader::CommandEnvironment env;
+  env.out = &std::cout;
+  env.err = &std::cerr;
+  env.out_is_tty = isatty(STDOUT_FILENO) == 1;
+  env.clock = ringleader::Clock::Real();
+  env.sleep = [](absl::Duration duration) { absl::SleepFor(duration); };
+  env.read_file = ReadFile;
+  ringleader::JobClientFactory connect = [](const std::string& address,
+                                            absl::Duration call_timeout) {
+    ringleader::GrpcJobClientOptions options;
+    options.call_timeout = call_timeout;
+    return ringleader::NewGrpcJobClient(address, options);
+  };
+  return ringleader::RunCli(std::vector<std::string>(argv + 1, argv + argc), env, connect);
+}

@@ -1,0 +1,144 @@
+// `ringleader status | list | workers | cancel`: one call each, printed as tables.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/command_util.h"
+#include "client/commands.h"
+#include "client/format.h"
+#include "client/table.h"
+
+namespace ringleader {
+namespace {
+
+std::string RankState(const v1::RankStatus& rank) {
+  if (rank.finished()) return rank.ok() ? "done" : "failed";
+  return rank.joined() ? "running" : "waiting";
+}
+
+// The lowest step any rank reported ("-" when none did): the job's progress.
+std::string SlowestStep(const v1::JobStatus& job) {
+  bool any = false;
+  uint64_t slowest = 0;
+  for (const v1::RankStatus& rank : job.ranks()) {
+    if (!rank.has_last_step()) continue;
+    slowest = any ? std::min(slowest, rank.last_step().step()) : rank.last_step().step();
+    any = true;
+  }
+  return any ? absl::StrCat(slowest) : "-";
+}
+
+}  // namespace
+
+std::string FormatJobStatus(const v1::JobStatus& job) {
+  std::string text = absl::StrCat("job          ", job.job_id(),
+                                  job.spec().name().empty() ? "" : "  " + job.spec().name(), "\n");
+  absl::StrAppend(&text, "state        ", JobStateName(job.state()), "\n");
+  absl::StrAppend(&text, "generation   ", job.generation(), "\n");
+  absl::StrAppend(&text, "fingerprint  ", job.spec_fingerprint(), "\n");
+  absl::StrAppend(&text, "spec         ", SummarizeSpec(job.spec()), "\n");
+  absl::StrAppend(&text, "submitted    ", FormatUnixMillis(job.submit_time_unix_ms()), "\n");
+  if (!job.checkpoint_path().empty()) {
+    absl::StrAppend(&text, "checkpoint   ", job.checkpoint_path(), "\n");
+  }
+
+  Table transitions({"TIME", "STATE", "REASON"}, "  ");
+  for (const v1::StateTransition& transition : job.transitions()) {
+    transitions.AddRow({FormatUnixMillis(transition.time_unix_ms()),
+                        JobStateName(transition.state()), transition.reason()});
+  }
+  absl::StrAppend(&text, "\ntransitions\n", transitions.Render());
+
+  Table ranks({"RANK", "WORKER", "HOST", "STATE", "STEP", "EPOCH", "LOSS", "LOCAL_GRAD",
+               "SYNCED_GRAD", "DRIFT", "STEP_MS", "COMM_MS", "HEARTBEAT"},
+              "  ");
+  std::vector<std::string> errors;
+  for (const v1::RankStatus& rank : job.ranks()) {
+    const v1::StepReport& step = rank.last_step();
+    const bool stepped = rank.has_last_step();
+    auto number = [&](double value) { return stepped ? FormatNumber(value) : "-"; };
+    ranks.AddRow({absl::StrCat(rank.rank()),
+                  rank.worker_name().empty() ? rank.worker_id() : rank.worker_name(), rank.host(),
+                  RankState(rank), stepped ? absl::StrCat(step.step()) : "-",
+                  stepped ? absl::StrCat(step.epoch()) : "-", number(step.loss()),
+                  number(step.local_grad_norm()), number(step.synced_grad_norm()),
+                  stepped && step.has_drift() ? FormatNumber(step.drift()) : "-",
+                  number(step.step_ms()), number(step.comm_ms()),
+                  rank.worker_id().empty() ? "-" : FormatAgeMillis(rank.heartbeat_age_ms())});
+    if (!rank.error().empty())
+      errors.push_back(absl::StrCat("  rank ", rank.rank(), ": ", rank.error()));
+  }
+  absl::StrAppend(&text, "\nranks\n", ranks.Render());
+  if (!errors.empty()) absl::StrAppend(&text, "\nrank errors\n", absl::StrJoin(errors, "\n"), "\n");
+
+  if (job.epochs_size() > 0) {
+    Table epochs({"EPOCH", "TEST_ACCURACY", "TEST_LOSS", "TRAIN_LOSS"}, "  ");
+    for (const v1::EpochReport& epoch : job.epochs()) {
+      epochs.AddRow({absl::StrCat(epoch.epoch()), FormatNumber(epoch.test_accuracy()),
+                     FormatNumber(epoch.test_loss()), FormatNumber(epoch.train_loss())});
+    }
+    absl::StrAppend(&text, "\nepochs\n", epochs.Render());
+  }
+  return text;
+}
+
+int RunStatus(const std::string& job_id, JobClient& client, const CommandEnvironment& env) {
+  absl::StatusOr<v1::GetJobResponse> response = client.Get(job_id);
+  if (!response.ok()) return ReportError(response.status(), "cannot get job " + job_id, env);
+  *env.out << FormatJobStatus(response->job());
+  return kExitOk;
+}
+
+int RunList(JobClient& client, const CommandEnvironment& env) {
+  absl::StatusOr<v1::ListJobsResponse> response = client.List();
+  if (!response.ok()) return ReportError(response.status(), "cannot list jobs", env);
+  if (response->jobs_size() == 0) {
+    *env.out << "no jobs\n";
+    return kExitOk;
+  }
+  Table table({"JOB", "NAME", "STATE", "WORLD", "BACKEND", "GEN", "STEP", "ACCURACY", "SUBMITTED"});
+  for (const v1::JobStatus& job : response->jobs()) {
+    table.AddRow({job.job_id(), job.spec().name().empty() ? "-" : job.spec().name(),
+                  JobStateName(job.state()), absl::StrCat(job.spec().world_size()),
+                  job.spec().backend(), absl::StrCat(job.generation()), SlowestStep(job),
+                  job.epochs_size() > 0
+                      ? FormatNumber(job.epochs(job.epochs_size() - 1).test_accuracy())
+                      : "-",
+                  FormatUnixMillis(job.submit_time_unix_ms())});
+  }
+  *env.out << table.Render();
+  return kExitOk;
+}
+
+int RunWorkers(JobClient& client, const CommandEnvironment& env) {
+  absl::StatusOr<v1::ListWorkersResponse> response = client.ListWorkers();
+  if (!response.ok()) return ReportError(response.status(), "cannot list workers", env);
+  if (response->workers_size() == 0) {
+    *env.out << "no workers registered\n";
+    return kExitOk;
+  }
+  Table table({"WORKER", "NAME", "HOST", "STATE", "DEVICES", "JOB", "RANK", "HEARTBEAT"});
+  for (const v1::WorkerStatus& worker : response->workers()) {
+    std::vector<std::string> devices;
+    for (const v1::Device& device : worker.devices()) devices.push_back(FormatDevice(device));
+    const bool busy = !worker.job_id().empty();
+    table.AddRow({worker.worker_id(), worker.name(), worker.host(), WorkerStateName(worker.state()),
+                  absl::StrJoin(devices, ","), busy ? worker.job_id() : "-",
+                  busy ? absl::StrCat(worker.rank()) : "-",
+                  FormatAgeMillis(worker.heartbeat_age_ms())});
+  }
+  *env.out << table.Render();
+  return kExitOk;
+}
+
+int RunCancel(const std::string& job_id, const std::string& reason, JobClient& client,
+              const CommandEnvironment& env) {
+  absl::StatusOr<v1::CancelJobResponse> response = client.Cancel(job_id, reason);
+  if (!response.ok()) return ReportError(response.status(), "cannot cancel job " + job_id, env);
+  *env.out << "cancelled job " << job_id << "\n";
+  return kExitOk;
+}
+
+}  // namespace ringleader

@@ -1,0 +1,286 @@
+// Defaults, validation and fingerprint of a job spec. Messages follow one pattern,
+// "<yaml.path>: <what is wrong>, got <value>" plus the fix, because the CLI prints them verbatim.
+#include "common/job_spec.h"
+
+#include <cmath>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+
+namespace ringleader {
+namespace {
+
+using ::ringleader::v1::FaultSpec;
+using ::ringleader::v1::JobSpec;
+using ::ringleader::v1::ModelSpec;
+
+constexpr uint32_t kFashionMnistInputs = 28 * 28;
+constexpr uint32_t kFashionMnistClasses = 10;
+constexpr size_t kMaxNameLength = 128;
+
+absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
+
+// "fc1.weight, fc1.bias, ..." — the list shown when a parameter name is unknown.
+std::string DescribeNames(const std::vector<std::string>& names) {
+  constexpr size_t kShown = 6;
+  std::vector<std::string> shown(names.begin(), names.begin() + std::min(names.size(), kShown));
+  std::string text = absl::StrJoin(shown, ", ");
+  if (names.size() > kShown) absl::StrAppend(&text, ", ...");
+  return text;
+}
+
+absl::Status ValidateModel(const JobSpec& spec, const JobSpecLimits& limits) {
+  const ModelSpec& model = spec.model();
+  if (model.kind() != "mlp") {
+    return Invalid(
+        absl::StrCat("model.kind: unknown model kind '", model.kind(), "' (expected mlp)"));
+  }
+  const int sizes = model.layers_size();
+  if (sizes < 2) {
+    return Invalid(
+        absl::StrCat("model.layers: need at least 2 sizes (input and output), got ", sizes));
+  }
+  if (static_cast<uint32_t>(sizes - 1) > limits.max_layers) {
+    return Invalid(absl::StrCat("model.layers: at most ", limits.max_layers, " linear layers (",
+                                limits.max_layers + 1, " sizes), got ", sizes, " sizes"));
+  }
+  for (int i = 0; i < sizes; ++i) {
+    if (model.layers(i) < 1 || model.layers(i) > limits.max_layer_width) {
+      return Invalid(absl::StrCat("model.layers[", i, "]: must be between 1 and ",
+                                  limits.max_layer_width, ", got ", model.layers(i)));
+    }
+  }
+  if (spec.data().dataset() == "fashion-mnist") {
+    if (model.layers(0) != kFashionMnistInputs) {
+      return Invalid(absl::StrCat("model.layers[0]: must be ", kFashionMnistInputs,
+                                  " for fashion-mnist (28x28 pixels), got ", model.layers(0)));
+    }
+    if (model.layers(sizes - 1) != kFashionMnistClasses) {
+      return Invalid(absl::StrCat("model.layers[", sizes - 1, "]: must be ", kFashionMnistClasses,
+                                  " for fashion-mnist (10 classes), got ",
+                                  model.layers(sizes - 1)));
+    }
+  }
+
+  const std::vector<std::string> names = ModelParameterNames(model);
+  const std::set<std::string> known(names.begin(), names.end());
+  std::set<std::string> frozen;
+  for (int i = 0; i < model.frozen_parameters_size(); ++i) {
+    const std::string& name = model.frozen_parameters(i);
+    if (known.count(name) == 0) {
+      return Invalid(absl::StrCat("model.frozen_parameters[", i, "]: unknown parameter '", name,
+                                  "' (model has ", DescribeNames(names), ")"));
+    }
+    if (!frozen.insert(name).second) {
+      return Invalid(absl::StrCat("model.frozen_parameters[", i, "]: '", name,
+                                  "' is listed twice; list each parameter once"));
+    }
+  }
+  if (frozen.size() == known.size()) {
+    return Invalid(
+        "model.frozen_parameters: every parameter is frozen, nothing would train; "
+        "leave at least one out");
+  }
+
+  const FaultSpec& faults = model.faults();
+  auto check_rank = [&](const char* field, int32_t rank) -> absl::Status {
+    if (rank < 0 || static_cast<uint32_t>(rank) >= spec.world_size()) {
+      return Invalid(absl::StrCat("model.faults.", field, ": must be a rank in [0, ",
+                                  spec.world_size(), "), got ", rank));
+    }
+    return absl::OkStatus();
+  };
+  if (faults.unused_parameters_on_rank_size() > 0) {
+    RETURN_IF_ERROR(check_rank("unused_parameter_rank", faults.unused_parameter_rank()));
+    for (int i = 0; i < faults.unused_parameters_on_rank_size(); ++i) {
+      const std::string& name = faults.unused_parameters_on_rank(i);
+      if (known.count(name) == 0) {
+        return Invalid(absl::StrCat("model.faults.unused_parameters_on_rank[", i,
+                                    "]: unknown parameter '", name, "' (model has ",
+                                    DescribeNames(names), ")"));
+      }
+    }
+  }
+  if (faults.bypass_sync()) {
+    RETURN_IF_ERROR(check_rank("bypass_sync_rank", faults.bypass_sync_rank()));
+  }
+  if (faults.crash_at_step() > 0) {
+    RETURN_IF_ERROR(check_rank("crash_rank", faults.crash_rank()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateOptimizer(const v1::OptimizerSpec& optimizer) {
+  if (optimizer.kind() != "sgd") {
+    return Invalid(
+        absl::StrCat("optimizer.kind: unknown optimizer '", optimizer.kind(), "' (expected sgd)"));
+  }
+  const double lr = optimizer.learning_rate();
+  if (!std::isfinite(lr) || lr <= 0) {
+    return Invalid(absl::StrCat("optimizer.learning_rate: must be > 0, got ", lr));
+  }
+  const double momentum = optimizer.momentum();
+  if (!std::isfinite(momentum) || momentum < 0 || momentum >= 1) {
+    return Invalid(absl::StrCat("optimizer.momentum: must be in [0, 1), got ", momentum));
+  }
+  const double weight_decay = optimizer.weight_decay();
+  if (!std::isfinite(weight_decay) || weight_decay < 0) {
+    return Invalid(absl::StrCat("optimizer.weight_decay: must be >= 0, got ", weight_decay));
+  }
+  const double dampening = optimizer.dampening();
+  if (!std::isfinite(dampening) || dampening < 0 || dampening > 1) {
+    return Invalid(absl::StrCat("optimizer.dampening: must be in [0, 1], got ", dampening));
+  }
+  // torch.optim.SGD's rule: Nesterov momentum requires a momentum and zero dampening.
+  if (optimizer.nesterov() && (momentum <= 0 || dampening != 0)) {
+    return Invalid(absl::StrCat(
+        "optimizer.nesterov: needs momentum > 0 and dampening 0, got momentum ", momentum,
+        " and dampening ", dampening, "; set nesterov: false or fix momentum/dampening"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateSync(const v1::SyncSpec& sync) {
+  if (!std::isfinite(sync.bucket_cap_mb()) || sync.bucket_cap_mb() <= 0) {
+    return Invalid(absl::StrCat("sync.bucket_cap_mb: must be > 0, got ", sync.bucket_cap_mb()));
+  }
+  if (!std::isfinite(sync.first_bucket_mb()) || sync.first_bucket_mb() <= 0) {
+    return Invalid(absl::StrCat("sync.first_bucket_mb: must be > 0, got ", sync.first_bucket_mb()));
+  }
+  if (sync.gradient_accumulation_steps() < 1) {
+    return Invalid(absl::StrCat("sync.gradient_accumulation_steps: must be >= 1, got ",
+                                sync.gradient_accumulation_steps()));
+  }
+  if (sync.comm_dtype() != "fp32" && sync.comm_dtype() != "bf16") {
+    return Invalid(absl::StrCat("sync.comm_dtype: unknown dtype '", sync.comm_dtype(),
+                                "' (expected fp32 or bf16)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<std::string> ModelParameterNames(const ModelSpec& model) {
+  std::vector<std::string> names;
+  if (model.kind() != "mlp" || model.layers_size() < 2) return names;
+  for (int layer = 1; layer < model.layers_size(); ++layer) {
+    names.push_back(absl::StrCat("fc", layer, ".weight"));
+    names.push_back(absl::StrCat("fc", layer, ".bias"));
+  }
+  return names;
+}
+
+void ApplyJobSpecDefaults(JobSpec* spec) {
+  if (spec->backend().empty()) spec->set_backend("gloo");
+  if (spec->strategy().empty()) spec->set_strategy("ddp");
+
+  ModelSpec* model = spec->mutable_model();
+  if (model->kind().empty()) model->set_kind("mlp");
+  if (model->layers_size() == 0 && model->kind() == "mlp") {
+    for (uint32_t width : {784u, 256u, 128u, 10u}) model->add_layers(width);
+  }
+
+  v1::DataSpec* data = spec->mutable_data();
+  if (data->dataset().empty()) data->set_dataset("fashion-mnist");
+  if (data->path().empty() && data->dataset() == "fashion-mnist") {
+    data->set_path(kDefaultFashionMnistPath);
+  }
+
+  v1::OptimizerSpec* optimizer = spec->mutable_optimizer();
+  if (optimizer->kind().empty()) optimizer->set_kind("sgd");
+  if (!optimizer->has_learning_rate()) optimizer->set_learning_rate(0.05);
+  if (!optimizer->has_momentum()) optimizer->set_momentum(0.9);
+  if (!optimizer->has_weight_decay()) optimizer->set_weight_decay(5e-4);
+  if (!optimizer->has_dampening()) optimizer->set_dampening(0);
+
+  v1::SyncSpec* sync = spec->mutable_sync();
+  if (sync->bucket_cap_mb() == 0) sync->set_bucket_cap_mb(25);
+  if (sync->first_bucket_mb() == 0) sync->set_first_bucket_mb(1);
+  if (!sync->has_broadcast_buffers()) sync->set_broadcast_buffers(true);
+  if (!sync->has_overlap()) sync->set_overlap(true);
+  if (sync->gradient_accumulation_steps() == 0) sync->set_gradient_accumulation_steps(1);
+  if (sync->comm_dtype().empty()) sync->set_comm_dtype("fp32");
+
+  if (spec->epochs() == 0) spec->set_epochs(3);
+  if (spec->batch_size() == 0) spec->set_batch_size(64);
+  if (!spec->has_seed()) spec->set_seed(1);
+  if (!spec->has_drift_interval_steps()) spec->set_drift_interval_steps(50);
+  if (spec->collective_timeout_ms() == 0) spec->set_collective_timeout_ms(60000);
+}
+
+absl::Status ValidateJobSpec(const JobSpec& spec, const JobSpecLimits& limits) {
+  if (spec.name().size() > kMaxNameLength) {
+    return Invalid(
+        absl::StrCat("name: at most ", kMaxNameLength, " characters, got ", spec.name().size()));
+  }
+  for (char c : spec.name()) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return Invalid("name: must not contain control characters");
+    }
+  }
+  if (spec.world_size() < 1 || spec.world_size() > limits.max_world_size) {
+    return Invalid(absl::StrCat("world_size: must be between 1 and ", limits.max_world_size,
+                                ", got ", spec.world_size()));
+  }
+  if (spec.backend() != "gloo" && spec.backend() != "nccl") {
+    return Invalid(
+        absl::StrCat("backend: unknown backend '", spec.backend(), "' (expected gloo or nccl)"));
+  }
+  if (spec.strategy() != "ddp") {
+    return Invalid(
+        absl::StrCat("strategy: unknown strategy '", spec.strategy(), "' (expected ddp)"));
+  }
+  const std::string& dataset = spec.data().dataset();
+  if (dataset != "fashion-mnist" && dataset != "synthetic") {
+    return Invalid(absl::StrCat("data.dataset: unknown dataset '", dataset,
+                                "' (expected fashion-mnist or synthetic)"));
+  }
+  RETURN_IF_ERROR(ValidateModel(spec, limits));
+  RETURN_IF_ERROR(ValidateOptimizer(spec.optimizer()));
+  RETURN_IF_ERROR(ValidateSync(spec.sync()));
+  if (spec.epochs() < 1 || spec.epochs() > limits.max_epochs) {
+    return Invalid(
+        absl::StrCat("epochs: must be between 1 and ", limits.max_epochs, ", got ", spec.epochs()));
+  }
+  if (spec.batch_size() < 1 || spec.batch_size() > limits.max_batch_size) {
+    return Invalid(absl::StrCat("batch_size: must be between 1 and ", limits.max_batch_size,
+                                ", got ", spec.batch_size()));
+  }
+  const std::string& precision = spec.mixed_precision();
+  if (!precision.empty() && precision != "fp32" && precision != "bf16") {
+    return Invalid(absl::StrCat("mixed_precision: unknown precision '", precision,
+                                "' (expected fp32 or bf16)"));
+  }
+  if (precision == "bf16" && spec.backend() != "nccl") {
+    return Invalid(absl::StrCat("mixed_precision: bf16 needs backend nccl (a GPU), got backend ",
+                                spec.backend(), "; set backend: nccl or drop mixed_precision"));
+  }
+  return absl::OkStatus();
+}
+
+std::string JobSpecFingerprint(const JobSpec& spec) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    spec.SerializeToCodedStream(&coded);
+  }  // The coded stream flushes into `bytes` when it goes out of scope.
+  uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a 64 offset basis
+  for (unsigned char byte : bytes) {
+    hash ^= byte;
+    hash *= 0x100000001b3ULL;  // FNV-1a 64 prime
+  }
+  return absl::StrFormat("%016x", hash);
+}
+
+}  // namespace ringleader
