@@ -203,18 +203,18 @@ void ApplyJobSpecDefaults(JobSpec* spec) {
   if (!optimizer->has_dampening()) optimizer->set_dampening(0);
 
   v1::SyncSpec* sync = spec->mutable_sync();
-  if (sync->bucket_cap_mb() == 0) sync->set_bucket_cap_mb(25);
-  if (sync->first_bucket_mb() == 0) sync->set_first_bucket_mb(1);
+  if (!sync->has_bucket_cap_mb()) sync->set_bucket_cap_mb(25);
+  if (!sync->has_first_bucket_mb()) sync->set_first_bucket_mb(1);
   if (!sync->has_broadcast_buffers()) sync->set_broadcast_buffers(true);
   if (!sync->has_overlap()) sync->set_overlap(true);
-  if (sync->gradient_accumulation_steps() == 0) sync->set_gradient_accumulation_steps(1);
+  if (!sync->has_gradient_accumulation_steps()) sync->set_gradient_accumulation_steps(1);
   if (sync->comm_dtype().empty()) sync->set_comm_dtype("fp32");
 
-  if (spec->epochs() == 0) spec->set_epochs(3);
-  if (spec->batch_size() == 0) spec->set_batch_size(64);
+  if (!spec->has_epochs()) spec->set_epochs(3);
+  if (!spec->has_batch_size()) spec->set_batch_size(64);
   if (!spec->has_seed()) spec->set_seed(1);
   if (!spec->has_drift_interval_steps()) spec->set_drift_interval_steps(50);
-  if (spec->collective_timeout_ms() == 0) spec->set_collective_timeout_ms(60000);
+  if (!spec->has_collective_timeout_ms()) spec->set_collective_timeout_ms(60000);
 }
 
 absl::Status ValidateJobSpec(const JobSpec& spec, const JobSpecLimits& limits) {
@@ -254,6 +254,10 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const JobSpecLimits& limits) {
   if (spec.batch_size() < 1 || spec.batch_size() > limits.max_batch_size) {
     return Invalid(absl::StrCat("batch_size: must be between 1 and ", limits.max_batch_size,
                                 ", got ", spec.batch_size()));
+  }
+  if (spec.collective_timeout_ms() < 100) {
+    return Invalid(absl::StrCat("collective_timeout_ms: must be >= 100, got ",
+                                spec.collective_timeout_ms(), " (omit it for the default 60000)"));
   }
   const std::string& precision = spec.mixed_precision();
   if (!precision.empty() && precision != "fp32" && precision != "bf16") {

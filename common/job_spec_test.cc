@@ -280,6 +280,25 @@ TEST(ValidateJobSpecTest, EpochsAndBatchSize) {
   ExpectInvalid(spec, "batch_size: must be between 1 and 65536, got 65537");
 }
 
+TEST(ValidateJobSpecTest, ExplicitZerosAreErrorsNotDefaults) {
+  // "epochs: 0" in a spec is a mistake to report, not a request for the default.
+  JobSpec spec;
+  spec.set_world_size(2);
+  spec.set_epochs(0);
+  ApplyJobSpecDefaults(&spec);
+  ExpectInvalid(spec, "epochs: must be between 1 and 10000, got 0");
+  spec = JobSpec();
+  spec.set_world_size(2);
+  spec.mutable_sync()->set_bucket_cap_mb(0);
+  ApplyJobSpecDefaults(&spec);
+  ExpectInvalid(spec, "sync.bucket_cap_mb: must be > 0, got 0");
+  spec = JobSpec();
+  spec.set_world_size(2);
+  spec.set_collective_timeout_ms(0);
+  ApplyJobSpecDefaults(&spec);
+  ExpectInvalid(spec, "collective_timeout_ms: must be >= 100, got 0 (omit it for the default 60000)");
+}
+
 TEST(ValidateJobSpecTest, MixedPrecision) {
   JobSpec spec = ValidSpec();
   spec.set_mixed_precision("fp8");
