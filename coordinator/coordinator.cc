@@ -1,0 +1,257 @@
+// Coordinator: the job side (transitions, scheduling, publication of changes) and health.
+// Worker calls live in coordinator_workers.cc, rank calls in coordinator_attempts.cc, CLI calls
+// in coordinator_jobs.cc.
+#include "coordinator/coordinator.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/job_state.h"
+#include "coordinator/scheduler.h"
+
+namespace ringleader {
+namespace {
+
+// How many ranks an "assigned" reason lists by name before abbreviating.
+constexpr int kRanksNamedInReason = 8;
+
+}  // namespace
+
+std::string DescribeRank(const v1::RankStatus& rank) {
+  return absl::StrCat("rank ", rank.rank(), " (worker ", rank.worker_name(), " on ", rank.host(),
+                      ")");
+}
+
+Coordinator::Coordinator(CoordinatorOptions options, Clock* clock, JobStore* store,
+                         EventLogger logger)
+    : options_(std::move(options)), clock_(clock), store_(store), logger_(std::move(logger)) {}
+
+Coordinator::~Coordinator() { Shutdown(); }
+
+absl::Time Coordinator::ClampDeadline(absl::Time deadline, absl::Time now) const {
+  return std::min(deadline, now + options_.max_wait);
+}
+
+void Coordinator::LogLocked(std::string line, DeferredCallbacks* deferred) {
+  if (!logger_) return;
+  deferred->Add([this, now = clock_->Now(), line = std::move(line)] { logger_(now, line); });
+}
+
+void Coordinator::MarkChangedLocked(JobRecord* job) {
+  job->status.set_version(job->status.version() + 1);
+  if (!job->changed) {
+    job->changed = true;
+    changed_.push_back(job);
+  }
+}
+
+void Coordinator::TransitionLocked(JobRecord* job, v1::JobState to, std::string reason,
+                                   DeferredCallbacks* deferred) {
+  const v1::JobState from = job->status.state();
+  std::string line = absl::StrCat("job ", job->status.job_id(), " ", JobStateName(from), " -> ",
+                                  JobStateName(to), ": ", reason);
+  absl::Status recorded = RecordTransition(&job->status, to, clock_->Now(), std::move(reason));
+  if (!recorded.ok()) {
+    // Callers check the state first; reaching this is a bug in the coordinator.
+    LogLocked(absl::StrCat("BUG: ", recorded.ToString()), deferred);
+    return;
+  }
+  MarkChangedLocked(job);
+  SaveLocked(*job, deferred);
+  LogLocked(std::move(line), deferred);
+}
+
+void Coordinator::SaveLocked(const JobRecord& job, DeferredCallbacks* deferred) {
+  absl::Status saved = store_->Save(job.status);
+  if (!saved.ok()) {
+    LogLocked(absl::StrCat("job store: could not save job ", job.status.job_id(), ": ",
+                           saved.ToString()),
+              deferred);
+  }
+}
+
+void Coordinator::EndJobLocked(JobRecord* job, v1::JobState to, std::string reason,
+                               DeferredCallbacks* deferred) {
+  const std::string ended = absl::StrCat("job ", job->status.job_id(), " ended (",
+                                         JobStateName(to), ": ", reason, ")");
+  const bool was_queued = job->status.state() == v1::JOB_STATE_QUEUED;
+  TransitionLocked(job, to, std::move(reason), deferred);
+  if (was_queued) {
+    jobs_.Dequeue(JobId(job->status.job_id()));
+    return;  // no attempt, no workers
+  }
+  const AttemptId attempt{JobId(job->status.job_id()), Generation(job->status.generation())};
+  for (const v1::RankStatus& rank : job->status.ranks()) {
+    WorkerRecord* worker = workers_.Find(WorkerId(rank.worker_id()));
+    if (worker == nullptr || worker->attempt != attempt) continue;
+    // A worker that never received its assignment has nothing to abort.
+    if (to != v1::JOB_STATE_SUCCEEDED && !rank.finished() && !worker->undelivered.has_value()) {
+      v1::JobAttempt abort;
+      abort.set_job_id(attempt.job.value());
+      abort.set_generation(attempt.generation.value());
+      worker->aborts.push_back(std::move(abort));
+    }
+    worker->undelivered.reset();
+    worker->attempt.reset();
+    if (worker->state == v1::WORKER_STATE_BUSY) worker->state = v1::WORKER_STATE_IDLE;
+  }
+  kv_.EndAttempt(attempt, absl::FailedPreconditionError(ended), deferred);
+  schedule_needed_ = true;
+}
+
+void Coordinator::ScheduleLocked(DeferredCallbacks* deferred) {
+  std::vector<QueuedJob> queue;
+  for (const JobId& id : jobs_.queue()) queue.push_back({id, &jobs_.Find(id)->status.spec()});
+  for (const Placement& placement : PlanFifo(queue, workers_.InRegistrationOrder())) {
+    AssignLocked(jobs_.Find(placement.job), placement.ranks, deferred);
+  }
+}
+
+void Coordinator::AssignLocked(JobRecord* job, const std::vector<WorkerRecord*>& ranks,
+                               DeferredCallbacks* deferred) {
+  v1::JobStatus& status = job->status;
+  const JobId id(status.job_id());
+  status.set_generation(status.generation() + 1);
+  status.clear_ranks();
+  std::vector<std::string> named;
+  for (uint32_t r = 0; r < ranks.size(); ++r) {
+    WorkerRecord* worker = ranks[r];
+    v1::RankStatus* rank = status.add_ranks();
+    rank->set_rank(r);
+    rank->set_worker_id(worker->id.value());
+    rank->set_worker_name(worker->name);
+    rank->set_host(worker->host);
+    if (r < kRanksNamedInReason) named.push_back(absl::StrCat(r, ": ", DescribeWorker(*worker)));
+
+    worker->state = v1::WORKER_STATE_BUSY;
+    worker->attempt = AttemptId{id, Generation(status.generation())};
+    worker->rank = Rank(r);
+    v1::Assignment assignment;
+    assignment.set_job_id(id.value());
+    assignment.set_generation(status.generation());
+    assignment.set_rank(r);
+    assignment.set_world_size(static_cast<uint32_t>(ranks.size()));
+    *assignment.mutable_spec() = status.spec();
+    assignment.set_spec_fingerprint(status.spec_fingerprint());
+    worker->undelivered = std::move(assignment);
+    DeliverLocked(worker, deferred);
+  }
+  if (ranks.size() > kRanksNamedInReason) named.push_back("...");
+  job->rendezvous_deadline = clock_->Now() + options_.rendezvous_timeout;
+  jobs_.Dequeue(id);
+  TransitionLocked(job, v1::JOB_STATE_RENDEZVOUS,
+                   absl::StrCat("generation ", status.generation(), " assigned to ", ranks.size(),
+                                ranks.size() == 1 ? " worker" : " workers", " (rank ",
+                                absl::StrJoin(named, ", rank "), ")"),
+                   deferred);
+}
+
+void Coordinator::PublishLocked(DeferredCallbacks* deferred) {
+  // Scheduling first: it changes jobs too, and their changes are published below.
+  // (Job store saves happen at each transition, not here, so every transition is saved.)
+  if (schedule_needed_) {
+    schedule_needed_ = false;
+    ScheduleLocked(deferred);
+  }
+  std::vector<JobRecord*> changed;
+  changed.swap(changed_);
+  for (JobRecord* job : changed) {
+    job->changed = false;
+    if (job->watchers.empty()) continue;
+    const v1::JobStatus snapshot = RenderLocked(*job);
+    std::vector<JobRecord::Watcher> still_waiting;
+    for (JobRecord::Watcher& watcher : job->watchers) {
+      if (snapshot.version() > watcher.after_version) {
+        deferred->Add([done = std::move(watcher.done), snapshot] { done(snapshot); });
+      } else {
+        still_waiting.push_back(std::move(watcher));
+      }
+    }
+    job->watchers = std::move(still_waiting);
+  }
+}
+
+v1::JobStatus Coordinator::RenderLocked(const JobRecord& job) {
+  v1::JobStatus status = job.status;
+  const absl::Time now = clock_->Now();
+  for (v1::RankStatus& rank : *status.mutable_ranks()) {
+    const WorkerRecord* worker = workers_.Find(WorkerId(rank.worker_id()));
+    if (worker != nullptr) {
+      rank.set_heartbeat_age_ms(absl::ToInt64Milliseconds(now - worker->last_heartbeat));
+    }
+  }
+  return status;
+}
+
+void Coordinator::CheckStaleness() {
+  Scope scope(this);
+  const absl::Time now = clock_->Now();
+  for (WorkerRecord* worker : workers_.InRegistrationOrder()) {
+    if (worker->state != v1::WORKER_STATE_LOST &&
+        now - worker->last_heartbeat > options_.heartbeat_timeout) {
+      LoseWorkerLocked(worker, now, scope.deferred());
+    }
+  }
+  FailRendezvousLocked(now, scope.deferred());
+  for (WorkerRecord* worker : workers_.InRegistrationOrder()) {
+    if (worker->waiter && worker->waiter_deadline <= now) {
+      AnswerWaiterLocked(worker, std::nullopt, scope.deferred());
+    }
+  }
+  kv_.ExpireWaiters(now, scope.deferred());
+  ExpireWatchersLocked(now, scope.deferred());
+}
+
+void Coordinator::FailRendezvousLocked(absl::Time now, DeferredCallbacks* deferred) {
+  for (JobRecord* job : jobs_.All()) {
+    if (job->status.state() != v1::JOB_STATE_RENDEZVOUS || job->rendezvous_deadline > now) {
+      continue;
+    }
+    std::vector<std::string> missing;
+    for (const v1::RankStatus& rank : job->status.ranks()) {
+      if (!rank.joined()) missing.push_back(DescribeRank(rank));
+    }
+    EndJobLocked(job, v1::JOB_STATE_FAILED,
+                 absl::StrCat("rendezvous timeout: ", absl::StrJoin(missing, ", "),
+                              " did not join within ",
+                              absl::FormatDuration(options_.rendezvous_timeout)),
+                 deferred);
+  }
+}
+
+void Coordinator::ExpireWatchersLocked(absl::Time now, DeferredCallbacks* deferred) {
+  for (JobRecord* job : jobs_.All()) {
+    if (job->watchers.empty()) continue;
+    std::vector<JobRecord::Watcher> still_waiting;
+    for (JobRecord::Watcher& watcher : job->watchers) {
+      if (watcher.deadline <= now) {
+        deferred->Add(
+            [done = std::move(watcher.done), snapshot = RenderLocked(*job)] { done(snapshot); });
+      } else {
+        still_waiting.push_back(std::move(watcher));
+      }
+    }
+    job->watchers = std::move(still_waiting);
+  }
+}
+
+void Coordinator::Shutdown() {
+  Scope scope(this);
+  if (shut_down_) return;
+  shut_down_ = true;
+  const absl::Status why = absl::UnavailableError("the coordinator is shutting down");
+  for (WorkerRecord* worker : workers_.InRegistrationOrder()) {
+    if (worker->waiter) AnswerWaiterLocked(worker, why, scope.deferred());
+  }
+  kv_.FailAllWaiters(why, scope.deferred());
+  for (JobRecord* job : jobs_.All()) {
+    for (JobRecord::Watcher& watcher : job->watchers) {
+      scope.deferred()->Add([done = std::move(watcher.done), why] { done(why); });
+    }
+    job->watchers.clear();
+  }
+}
+
+}  // namespace ringleader

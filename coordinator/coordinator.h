@@ -1,0 +1,255 @@
+// The coordinator core: workers, jobs, rendezvous and health, in plain C++ (no gRPC).
+//
+// It owns the worker registry, the job table (state machine in job_state.h), the FIFO
+// scheduler's decisions (scheduler.h), the per-attempt key-value store (kv_store.h) and the
+// latest progress of every rank. The gRPC service (grpc_service.h) only translates messages.
+//
+// Life of a job:
+//   SubmitJob → QUEUED; once N suitable workers are IDLE the head job is assigned: generation
+//   1, rank r → the r-th chosen worker, RENDEZVOUS; each worker's WaitAssignment returns its
+//   Assignment; every rank calls JoinJob with the spec fingerprint → RUNNING; ranks use
+//   KvSet/KvGet for their collective rendezvous, ReportProgress while training, and FinishRank
+//   at the end → SUCCEEDED when all succeeded, FAILED as soon as one fails. The job's workers
+//   become IDLE when the job ends; workers of a job that ended abnormally are told to abort the
+//   attempt in their next Heartbeat (and ReportProgress answers stop=true).
+//
+// Attempt messages (JoinJob, KvSet, KvGet, ReportProgress, FinishRank) carry (job, generation);
+// a generation other than the job's current one is refused with FAILED_PRECONDITION
+// "stale generation G for job J (current G'): abandon this attempt".
+//
+// Time: every time comes from the injected Clock. Nothing happens on its own: CheckStaleness()
+// (a ticker in main, the test after advancing a FakeClock) declares workers lost, fails
+// rendezvous that ran out and answers long polls whose deadline passed.
+//
+// Thread-safety: thread-safe; one mutex. Completion callbacks of the *Async methods (and the
+// event logger) run after the mutex is released, on the thread of whichever call completed them
+// (possibly the calling thread, before the method returns). They may call back into the
+// Coordinator. Long-poll deadlines are clamped to now + options.max_wait.
+#ifndef RINGLEADER_COORDINATOR_COORDINATOR_H_
+#define RINGLEADER_COORDINATOR_COORDINATOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/ids.h"
+#include "coordinator/attempt_id.h"
+#include "coordinator/deferred_callbacks.h"
+#include "coordinator/job_store.h"
+#include "coordinator/job_table.h"
+#include "coordinator/kv_store.h"
+#include "coordinator/options.h"
+#include "coordinator/worker_registry.h"
+#include "proto/ringleader.pb.h"
+
+namespace ringleader {
+
+class Coordinator {
+ public:
+  // Receives one human-readable line per job transition and worker registration/loss, with
+  // the coordinator clock's time (and job store failures: the store's Save errors are logged,
+  // the coordinator goes on in memory). Runs outside the lock.
+  using EventLogger = std::function<void(absl::Time, const std::string&)>;
+
+  // `clock` and `store` are not owned and must outlive the Coordinator.
+  Coordinator(CoordinatorOptions options, Clock* clock, JobStore* store,
+              EventLogger logger = nullptr);
+  // Shutdown(), so no parked long poll is dropped unanswered.
+  ~Coordinator();
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  const CoordinatorOptions& options() const { return options_; }
+  Clock* clock() const { return clock_; }
+
+  // ---- Workers ------------------------------------------------------------------------------
+
+  struct Registration {
+    WorkerId id;
+    absl::Duration heartbeat_interval;
+    absl::Duration heartbeat_timeout;
+  };
+  // Registers a worker daemon (IDLE). The same name and incarnation again returns the same id
+  // (a retried call; a LOST worker coming back becomes IDLE). The same name with another
+  // incarnation replaces the old registration under a new id; the attempt the old one ran fails
+  // with "rank R (worker NAME on HOST) restarted (incarnation changed)".
+  // Errors: INVALID_ARGUMENT (empty name, no devices, a device kind other than cpu/cuda).
+  absl::StatusOr<Registration> RegisterWorker(std::string name, std::string host,
+                                              std::vector<v1::Device> devices,
+                                              uint64_t incarnation);
+
+  // Renews the worker's lease; returns the attempts it must abort (each reported once).
+  // Errors: NOT_FOUND (unknown id, incarnation mismatch, or declared lost: register again).
+  absl::StatusOr<std::vector<v1::JobAttempt>> Heartbeat(const WorkerId& worker,
+                                                        uint64_t incarnation);
+
+  // Long poll for the worker's next assignment: completes with it as soon as there is one, with
+  // nullopt at `deadline`, or with an error: NOT_FOUND (unknown or lost worker, or replaced by
+  // a new registration while waiting), UNAVAILABLE (shutting down). A newer call by the same
+  // worker completes the older one with nullopt. Each assignment is handed out once.
+  void WaitAssignmentAsync(const WorkerId& worker, absl::Time deadline, AssignmentCallback done);
+
+  // ---- Attempts (messages of the ranks) -----------------------------------------------------
+
+  // Rank `rank`, run by `worker`, joins the attempt; when every rank has joined the job is
+  // RUNNING. Joining twice is harmless. Errors: NOT_FOUND (unknown job), FAILED_PRECONDITION
+  // (stale generation; the rank belongs to another worker; the job already ended; fingerprint
+  // mismatch, which also FAILS the job with a reason naming the rank, worker and both
+  // fingerprints), INVALID_ARGUMENT (rank out of range).
+  absl::Status JoinJob(const AttemptId& attempt, Rank rank, const WorkerId& worker,
+                       const std::string& spec_fingerprint);
+
+  // Sets a key of the attempt's store, waking KvGets waiting for it.
+  // Errors: NOT_FOUND (unknown job), FAILED_PRECONDITION (stale generation; job ended).
+  absl::Status KvSet(const AttemptId& attempt, const std::string& key, std::string value);
+
+  // Completes with the key's value once it exists; DEADLINE_EXCEEDED naming the key at
+  // `deadline`. Errors: NOT_FOUND (unknown job), FAILED_PRECONDITION (stale generation; job
+  // ended, before or while waiting), UNAVAILABLE (shutting down).
+  void KvGetAsync(const AttemptId& attempt, const std::string& key, absl::Time deadline,
+                  KvGetCallback done);
+
+  struct StopSignal {
+    bool stop = false;   // the attempt is over: stop training
+    std::string reason;  // why (the job's final transition), when stop
+  };
+  // Records the rank's latest step report (the last of `steps`) and the epoch reports (kept by
+  // epoch; a later report of an epoch replaces the earlier). Errors: NOT_FOUND (unknown job),
+  // FAILED_PRECONDITION (stale generation), INVALID_ARGUMENT (rank out of range).
+  absl::StatusOr<StopSignal> ReportProgress(const AttemptId& attempt, Rank rank,
+                                            const std::vector<v1::StepReport>& steps,
+                                            const std::vector<v1::EpochReport>& epochs);
+
+  struct RankOutcome {
+    bool ok = false;
+    std::string error;            // why it failed (when !ok)
+    std::string checkpoint_path;  // checkpoint the rank wrote, if any
+  };
+  // The rank finished. The first report of a rank counts; later ones are ignored. A failed
+  // rank FAILS the job ("rank R (worker NAME on HOST) failed: <error>"); when every rank
+  // succeeded the job SUCCEEDED. A report after the job ended is recorded and changes nothing.
+  // Errors: NOT_FOUND (unknown job), FAILED_PRECONDITION (stale generation), INVALID_ARGUMENT
+  // (rank out of range).
+  absl::Status FinishRank(const AttemptId& attempt, Rank rank, const RankOutcome& outcome);
+
+  // ---- Jobs (the CLI's calls) ---------------------------------------------------------------
+
+  struct Submitted {
+    JobId id;
+    std::string spec_fingerprint;
+  };
+  // Applies the spec defaults, validates against options.limits and queues the job. A job
+  // larger than the workers available stays QUEUED until enough register (or it is cancelled).
+  // Errors: INVALID_ARGUMENT naming the field and the fix.
+  absl::StatusOr<Submitted> SubmitJob(v1::JobSpec spec);
+
+  // Errors: NOT_FOUND.
+  absl::StatusOr<v1::JobStatus> GetJob(const JobId& job);
+
+  // Long poll: completes with the job's status once its version exceeds `after_version`, or at
+  // `deadline` with the current status. Errors: NOT_FOUND, UNAVAILABLE (shutting down).
+  void WatchJobAsync(const JobId& job, uint64_t after_version, absl::Time deadline,
+                     WatchCallback done);
+
+  // Every job, oldest first; every registered worker, oldest registration first.
+  std::vector<v1::JobStatus> ListJobs();
+  std::vector<v1::WorkerStatus> ListWorkers();
+
+  // QUEUED, RENDEZVOUS or RUNNING → CANCELLED with `reason` (default "cancelled"); the
+  // workers are told to abort. Errors: NOT_FOUND; FAILED_PRECONDITION (job already ended).
+  absl::Status CancelJob(const JobId& job, std::string reason);
+
+  // ---- Health and lifetime -----------------------------------------------------------------
+
+  // Declares LOST every worker whose last heartbeat is older than heartbeat_timeout (failing
+  // its job: "rank R (worker NAME on HOST) lost: no heartbeat for 10s"), fails RENDEZVOUS jobs
+  // past their rendezvous deadline naming the ranks that never joined, and answers long polls
+  // whose deadline passed. Walks every worker and job (O(workers + jobs)): cheap at the 100 ms
+  // tick main uses, for thousands of jobs.
+  void CheckStaleness();
+
+  // Answers every parked long poll with UNAVAILABLE and refuses new ones. Idempotent.
+  void Shutdown();
+
+ private:
+  // The lock of one public call: holds mu_, publishes the call's changes (scheduling, job
+  // store, watchers) at the end, and runs the collected callbacks after releasing mu_.
+  class ABSL_SCOPED_LOCKABLE Scope {
+   public:
+    explicit Scope(Coordinator* coordinator) ABSL_EXCLUSIVE_LOCK_FUNCTION(coordinator->mu_)
+        : coordinator_(coordinator), lock_(&coordinator->mu_) {}
+    ~Scope() ABSL_UNLOCK_FUNCTION() { coordinator_->PublishLocked(&deferred_); }
+    DeferredCallbacks* deferred() { return &deferred_; }
+
+   private:
+    Coordinator* coordinator_;
+    DeferredCallbacks deferred_;  // destroyed after lock_: callbacks run unlocked
+    absl::MutexLock lock_;
+  };
+
+  // Job side (coordinator.cc).
+  void MarkChangedLocked(JobRecord* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TransitionLocked(JobRecord* job, v1::JobState to, std::string reason,
+                        DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SaveLocked(const JobRecord& job, DeferredCallbacks* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndJobLocked(JobRecord* job, v1::JobState to, std::string reason,
+                    DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ScheduleLocked(DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AssignLocked(JobRecord* job, const std::vector<WorkerRecord*>& ranks,
+                    DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PublishLocked(DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::JobStatus RenderLocked(const JobRecord& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LogLocked(std::string line, DeferredCallbacks* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExpireWatchersLocked(absl::Time now, DeferredCallbacks* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailRendezvousLocked(absl::Time now, DeferredCallbacks* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Time ClampDeadline(absl::Time deadline, absl::Time now) const;
+
+  // Worker side (coordinator_workers.cc).
+  void DeliverLocked(WorkerRecord* worker, DeferredCallbacks* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AnswerWaiterLocked(WorkerRecord* worker,
+                          absl::StatusOr<std::optional<v1::Assignment>> result,
+                          DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LoseWorkerLocked(WorkerRecord* worker, absl::Time now, DeferredCallbacks* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailWorkerAttemptLocked(WorkerRecord* worker, const std::string& what,
+                               DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Attempt side (coordinator_attempts.cc).
+  absl::StatusOr<JobRecord*> FindAttemptLocked(const AttemptId& attempt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const CoordinatorOptions options_;
+  Clock* const clock_;
+  JobStore* const store_;
+  const EventLogger logger_;
+
+  absl::Mutex mu_;
+  WorkerRegistry workers_ ABSL_GUARDED_BY(mu_);
+  JobTable jobs_ ABSL_GUARDED_BY(mu_);
+  AttemptKvStore kv_ ABSL_GUARDED_BY(mu_);
+  // Jobs changed during the current call (published by PublishLocked).
+  std::vector<JobRecord*> changed_ ABSL_GUARDED_BY(mu_);
+  // Set when workers became IDLE or jobs were queued during the current call.
+  bool schedule_needed_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// "rank R (worker NAME on HOST)", as failure reasons name a rank.
+std::string DescribeRank(const v1::RankStatus& rank);
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_COORDINATOR_COORDINATOR_H_

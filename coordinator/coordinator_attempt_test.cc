@@ -1,0 +1,201 @@
+// Coordinator core: messages of the ranks (join, key-value store, progress, finish).
+#include <vector>
+
+#include "coordinator/coordinator_test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringleader {
+namespace {
+
+using ::testing::HasSubstr;
+
+class AttemptTest : public CoordinatorTest {
+ protected:
+  // Two workers "a" and "b" and one job of world size 2 assigned to them (not joined).
+  void SetUp() override {
+    a_ = Register("a");
+    b_ = Register("b");
+    job_ = Submit(2);
+    attempt_ = AttemptId{job_, Generation(1)};
+  }
+  void JoinBoth() { assignments_ = TakeAndJoin({a_, b_}); }
+
+  WorkerId a_, b_;
+  JobId job_;
+  AttemptId attempt_;
+  std::vector<v1::Assignment> assignments_;
+};
+
+TEST_F(AttemptTest, StaleGenerationIsRefusedEverywhere) {
+  JoinBoth();
+  const AttemptId stale{job_, Generation(2)};
+  const std::string expected =
+      "stale generation 2 for job job-000001 (current 1): abandon this attempt";
+  std::vector<absl::Status> refusals = {
+      coordinator_.JoinJob(stale, Rank(0), a_, assignments_[0].spec_fingerprint()),
+      coordinator_.KvSet(stale, "k", "v"),
+      coordinator_.ReportProgress(stale, Rank(0), {}, {}).status(),
+      coordinator_.FinishRank(stale, Rank(0), {true, "", ""}),
+  };
+  CapturedValue get;
+  coordinator_.KvGetAsync(stale, "k", clock_.Now() + absl::Seconds(5), get.Callback());
+  ASSERT_EQ(get.calls(), 1);
+  refusals.push_back(get.value().status());
+  for (const absl::Status& status : refusals) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+    EXPECT_EQ(status.message(), expected);
+  }
+  // Nothing the stale attempt sent changed the job.
+  EXPECT_EQ(Job(job_).state(), v1::JOB_STATE_RUNNING);
+  EXPECT_FALSE(Job(job_).ranks(0).finished());
+}
+
+TEST_F(AttemptTest, KvGetWaitsUntilTheKeyIsSet) {
+  JoinBoth();
+  CapturedValue wanted;
+  CapturedValue other;
+  coordinator_.KvGetAsync(attempt_, "rank0/addr", clock_.Now() + absl::Seconds(20),
+                          wanted.Callback());
+  coordinator_.KvGetAsync(attempt_, "rank1/addr", clock_.Now() + absl::Seconds(20),
+                          other.Callback());
+  EXPECT_EQ(wanted.calls(), 0);
+  ASSERT_TRUE(coordinator_.KvSet(attempt_, "rank0/addr", "10.0.0.1:4000").ok());
+  ASSERT_EQ(wanted.calls(), 1);
+  ASSERT_TRUE(wanted.value().ok());
+  EXPECT_EQ(*wanted.value(), "10.0.0.1:4000");
+  EXPECT_EQ(other.calls(), 0);  // a different key keeps waiting
+
+  // A key that exists is answered at once.
+  CapturedValue again;
+  coordinator_.KvGetAsync(attempt_, "rank0/addr", clock_.Now(), again.Callback());
+  ASSERT_EQ(again.calls(), 1);
+  EXPECT_EQ(*again.value(), "10.0.0.1:4000");
+  ASSERT_TRUE(coordinator_.KvSet(attempt_, "rank1/addr", "x").ok());
+  EXPECT_EQ(other.calls(), 1);
+}
+
+TEST_F(AttemptTest, KvGetRunsOutWithDeadlineExceededNamingTheKey) {
+  JoinBoth();
+  CapturedValue get;
+  coordinator_.KvGetAsync(attempt_, "nccl/unique_id", clock_.Now() + absl::Seconds(5),
+                          get.Callback());
+  Advance(absl::Seconds(4));
+  EXPECT_EQ(get.calls(), 0);
+  Advance(absl::Seconds(1));
+  ASSERT_EQ(get.calls(), 1);
+  EXPECT_EQ(get.value().status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(get.value().status().message(), HasSubstr("'nccl/unique_id'"));
+}
+
+TEST_F(AttemptTest, KvWaitersFailWhenTheJobEnds) {
+  JoinBoth();
+  CapturedValue get;
+  coordinator_.KvGetAsync(attempt_, "never", clock_.Now() + absl::Seconds(20), get.Callback());
+  ASSERT_TRUE(coordinator_.CancelJob(job_, "stop").ok());
+  ASSERT_EQ(get.calls(), 1);
+  EXPECT_EQ(get.value().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(get.value().status().message(), HasSubstr("CANCELLED: stop"));
+  EXPECT_EQ(coordinator_.KvSet(attempt_, "k", "v").code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(AttemptTest, FingerprintMismatchFailsTheJobNamingRankWorkerAndFingerprints) {
+  std::optional<v1::Assignment> first = TakeAssignment(a_);
+  ASSERT_TRUE(first.has_value());
+  ASSERT_TRUE(coordinator_.JoinJob(attempt_, Rank(0), a_, first->spec_fingerprint()).ok());
+  const absl::Status status = coordinator_.JoinJob(attempt_, Rank(1), b_, "00000000deadbeef");
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  const v1::JobStatus job = Job(job_);
+  EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED);
+  const std::string reason = job.transitions(job.transitions_size() - 1).reason();
+  EXPECT_THAT(reason, HasSubstr("rank 1 (worker b on host-b)"));
+  EXPECT_THAT(reason, HasSubstr("00000000deadbeef"));
+  EXPECT_THAT(reason, HasSubstr(first->spec_fingerprint()));
+  EXPECT_EQ(status.message(), reason);
+  // Rank 0 had received its assignment: it is told to abort; both workers are free again.
+  absl::StatusOr<std::vector<v1::JobAttempt>> aborts = coordinator_.Heartbeat(a_, 1);
+  ASSERT_TRUE(aborts.ok());
+  ASSERT_EQ(aborts->size(), 1u);
+  EXPECT_EQ((*aborts)[0].job_id(), job_.value());
+  EXPECT_EQ(Worker(b_).state(), v1::WORKER_STATE_IDLE);
+}
+
+TEST_F(AttemptTest, JoinChecksRankRangeAndOwner) {
+  std::optional<v1::Assignment> first = TakeAssignment(a_);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(coordinator_.JoinJob(attempt_, Rank(2), a_, first->spec_fingerprint()).code(),
+            absl::StatusCode::kInvalidArgument);
+  const absl::Status wrong_owner =
+      coordinator_.JoinJob(attempt_, Rank(0), b_, first->spec_fingerprint());
+  EXPECT_EQ(wrong_owner.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(wrong_owner.message(), HasSubstr("assigned to worker w-1, not w-2"));
+  EXPECT_EQ(coordinator_.JoinJob(AttemptId{JobId("job-000042"), Generation(1)}, Rank(0), a_, "")
+                .code(),
+            absl::StatusCode::kNotFound);
+  // Joining twice is harmless.
+  ASSERT_TRUE(coordinator_.JoinJob(attempt_, Rank(0), a_, first->spec_fingerprint()).ok());
+  ASSERT_TRUE(coordinator_.JoinJob(attempt_, Rank(0), a_, first->spec_fingerprint()).ok());
+  EXPECT_EQ(Job(job_).state(), v1::JOB_STATE_RENDEZVOUS);
+}
+
+TEST_F(AttemptTest, FailedRankFailsTheJobAndOnlyTheFirstReportCounts) {
+  JoinBoth();
+  ASSERT_TRUE(coordinator_.FinishRank(attempt_, Rank(0), {false, "step 12: NaN loss", ""}).ok());
+  ASSERT_TRUE(coordinator_.FinishRank(attempt_, Rank(0), {true, "", ""}).ok());  // ignored
+  const v1::JobStatus job = Job(job_);
+  EXPECT_EQ(job.state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(job.transitions(job.transitions_size() - 1).reason(),
+            "rank 0 (worker a on host-a) failed: step 12: NaN loss");
+  EXPECT_FALSE(job.ranks(0).ok());
+  EXPECT_EQ(job.ranks(0).error(), "step 12: NaN loss");
+
+  // The other rank learns it must stop, and its worker is told to abort.
+  absl::StatusOr<Coordinator::StopSignal> stop =
+      coordinator_.ReportProgress(attempt_, Rank(1), {}, {});
+  ASSERT_TRUE(stop.ok());
+  EXPECT_TRUE(stop->stop);
+  EXPECT_THAT(stop->reason, HasSubstr("NaN loss"));
+  absl::StatusOr<std::vector<v1::JobAttempt>> aborts = coordinator_.Heartbeat(b_, 1);
+  ASSERT_TRUE(aborts.ok());
+  EXPECT_EQ(aborts->size(), 1u);
+  // The failed rank already finished: nothing to abort there.
+  EXPECT_TRUE(coordinator_.Heartbeat(a_, 1)->empty());
+}
+
+TEST_F(AttemptTest, ProgressKeepsLatestStepPerRankAndEpochsByEpoch) {
+  JoinBoth();
+  v1::StepReport step1;
+  step1.set_step(1);
+  step1.set_loss(2.0);
+  v1::StepReport step2;
+  step2.set_step(2);
+  step2.set_loss(1.5);
+  v1::EpochReport epoch0;
+  epoch0.set_epoch(0);
+  epoch0.set_test_accuracy(0.5);
+  v1::EpochReport epoch1;
+  epoch1.set_epoch(1);
+  epoch1.set_test_accuracy(0.7);
+  v1::EpochReport epoch0_again = epoch0;
+  epoch0_again.set_test_accuracy(0.55);
+
+  const uint64_t version = Job(job_).version();
+  absl::StatusOr<Coordinator::StopSignal> stop =
+      coordinator_.ReportProgress(attempt_, Rank(0), {step1, step2}, {epoch1});
+  ASSERT_TRUE(stop.ok());
+  EXPECT_FALSE(stop->stop);
+  ASSERT_TRUE(coordinator_.ReportProgress(attempt_, Rank(0), {}, {epoch0, epoch0_again}).ok());
+
+  const v1::JobStatus job = Job(job_);
+  EXPECT_GT(job.version(), version);
+  EXPECT_EQ(job.ranks(0).last_step().step(), 2u);
+  EXPECT_FALSE(job.ranks(1).has_last_step());
+  ASSERT_EQ(job.epochs_size(), 2);
+  EXPECT_EQ(job.epochs(0).epoch(), 0u);
+  EXPECT_DOUBLE_EQ(job.epochs(0).test_accuracy(), 0.55);
+  EXPECT_EQ(job.epochs(1).epoch(), 1u);
+}
+
+}  // namespace
+}  // namespace ringleader

@@ -1,0 +1,175 @@
+// Coordinator: calls of the ranks of a job attempt (join, key-value store, progress, finish).
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/job_state.h"
+
+namespace ringleader {
+namespace {
+
+absl::Status CheckRank(const v1::JobStatus& job, Rank rank) {
+  if (rank.value() >= static_cast<uint32_t>(job.ranks_size())) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank.value(),
+                                                   " is out of range for job ", job.job_id(),
+                                                   " (world size ", job.ranks_size(), ")"));
+  }
+  return absl::OkStatus();
+}
+
+// Why an attempt message arriving after the end of its job is refused.
+absl::Status JobEnded(const v1::JobStatus& job) {
+  return absl::FailedPreconditionError(absl::StrCat("job ", job.job_id(), " already ended (",
+                                                    JobStateName(job.state()), ": ",
+                                                    LastReason(job), "): abandon this attempt"));
+}
+
+bool AllRanks(const v1::JobStatus& job, bool (*predicate)(const v1::RankStatus&)) {
+  for (const v1::RankStatus& rank : job.ranks()) {
+    if (!predicate(rank)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<JobRecord*> Coordinator::FindAttemptLocked(const AttemptId& attempt) {
+  JobRecord* job = jobs_.Find(attempt.job);
+  if (job == nullptr) {
+    return absl::NotFoundError(absl::StrCat("unknown job ", attempt.job.value()));
+  }
+  if (job->status.generation() != attempt.generation.value()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "stale generation ", attempt.generation.value(), " for job ", attempt.job.value(),
+        " (current ", job->status.generation(), "): abandon this attempt"));
+  }
+  return job;
+}
+
+absl::Status Coordinator::JoinJob(const AttemptId& attempt, Rank rank, const WorkerId& worker,
+                                  const std::string& spec_fingerprint) {
+  Scope scope(this);
+  absl::StatusOr<JobRecord*> found = FindAttemptLocked(attempt);
+  if (!found.ok()) return found.status();
+  JobRecord* job = *found;
+  if (absl::Status valid = CheckRank(job->status, rank); !valid.ok()) return valid;
+  v1::RankStatus* joining = job->status.mutable_ranks(static_cast<int>(rank.value()));
+  if (joining->worker_id() != worker.value()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank.value(), " of job ", attempt.job.value(),
+                     " is assigned to worker ", joining->worker_id(), ", not ", worker.value()));
+  }
+  if (IsTerminal(job->status.state())) return JobEnded(job->status);
+  if (spec_fingerprint != job->status.spec_fingerprint()) {
+    const std::string reason = absl::StrCat(
+        DescribeRank(*joining), " joined with spec fingerprint ", spec_fingerprint,
+        " but the job's spec has fingerprint ", job->status.spec_fingerprint(),
+        ": ranks would run different configurations");
+    EndJobLocked(job, v1::JOB_STATE_FAILED, reason, scope.deferred());
+    return absl::FailedPreconditionError(reason);
+  }
+  if (joining->joined()) return absl::OkStatus();
+  joining->set_joined(true);
+  MarkChangedLocked(job);
+  if (job->status.state() == v1::JOB_STATE_RENDEZVOUS &&
+      AllRanks(job->status, [](const v1::RankStatus& r) { return r.joined(); })) {
+    TransitionLocked(job, v1::JOB_STATE_RUNNING,
+                     absl::StrCat("all ", job->status.ranks_size(), " ranks joined"),
+                     scope.deferred());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::KvSet(const AttemptId& attempt, const std::string& key,
+                                std::string value) {
+  Scope scope(this);
+  absl::StatusOr<JobRecord*> job = FindAttemptLocked(attempt);
+  if (!job.ok()) return job.status();
+  if (IsTerminal((*job)->status.state())) return JobEnded((*job)->status);
+  kv_.Set(attempt, key, std::move(value), scope.deferred());
+  return absl::OkStatus();
+}
+
+void Coordinator::KvGetAsync(const AttemptId& attempt, const std::string& key,
+                             absl::Time deadline, KvGetCallback done) {
+  Scope scope(this);
+  auto fail = [&](absl::Status status) {
+    scope.deferred()->Add([done = std::move(done), status] { done(status); });
+  };
+  if (shut_down_) return fail(absl::UnavailableError("the coordinator is shutting down"));
+  absl::StatusOr<JobRecord*> job = FindAttemptLocked(attempt);
+  if (!job.ok()) return fail(job.status());
+  if (IsTerminal((*job)->status.state())) return fail(JobEnded((*job)->status));
+  const absl::Time now = clock_->Now();
+  kv_.Get(attempt, key, ClampDeadline(deadline, now), now, std::move(done), scope.deferred());
+}
+
+absl::StatusOr<Coordinator::StopSignal> Coordinator::ReportProgress(
+    const AttemptId& attempt, Rank rank, const std::vector<v1::StepReport>& steps,
+    const std::vector<v1::EpochReport>& epochs) {
+  Scope scope(this);
+  absl::StatusOr<JobRecord*> found = FindAttemptLocked(attempt);
+  if (!found.ok()) return found.status();
+  JobRecord* job = *found;
+  if (absl::Status valid = CheckRank(job->status, rank); !valid.ok()) return valid;
+  if (IsTerminal(job->status.state())) {
+    return StopSignal{true, absl::StrCat("job ", job->status.job_id(), " is ",
+                                         JobStateName(job->status.state()), ": ",
+                                         LastReason(job->status))};
+  }
+  if (steps.empty() && epochs.empty()) return StopSignal{};
+  if (!steps.empty()) {
+    *job->status.mutable_ranks(static_cast<int>(rank.value()))->mutable_last_step() =
+        steps.back();
+  }
+  for (const v1::EpochReport& report : epochs) {
+    auto* kept = job->status.mutable_epochs();
+    // Kept sorted by epoch; a later report of the same epoch replaces the earlier one.
+    int at = 0;
+    while (at < kept->size() && kept->Get(at).epoch() < report.epoch()) ++at;
+    if (at < kept->size() && kept->Get(at).epoch() == report.epoch()) {
+      *kept->Mutable(at) = report;
+      continue;
+    }
+    *kept->Add() = report;
+    for (int i = kept->size() - 1; i > at; --i) kept->SwapElements(i, i - 1);
+  }
+  MarkChangedLocked(job);
+  return StopSignal{};
+}
+
+absl::Status Coordinator::FinishRank(const AttemptId& attempt, Rank rank,
+                                     const RankOutcome& outcome) {
+  Scope scope(this);
+  absl::StatusOr<JobRecord*> found = FindAttemptLocked(attempt);
+  if (!found.ok()) return found.status();
+  JobRecord* job = *found;
+  if (absl::Status valid = CheckRank(job->status, rank); !valid.ok()) return valid;
+  v1::RankStatus* finished = job->status.mutable_ranks(static_cast<int>(rank.value()));
+  if (finished->finished()) return absl::OkStatus();  // the first report counts
+  finished->set_finished(true);
+  finished->set_ok(outcome.ok);
+  finished->set_error(outcome.error);
+  if (!outcome.checkpoint_path.empty()) job->status.set_checkpoint_path(outcome.checkpoint_path);
+  MarkChangedLocked(job);
+  if (IsTerminal(job->status.state())) return absl::OkStatus();
+
+  if (!outcome.ok) {
+    EndJobLocked(job, v1::JOB_STATE_FAILED,
+                 absl::StrCat(DescribeRank(*finished), " failed: ",
+                              outcome.error.empty() ? "(no error message)" : outcome.error),
+                 scope.deferred());
+  } else if (!finished->joined()) {
+    EndJobLocked(job, v1::JOB_STATE_FAILED,
+                 absl::StrCat(DescribeRank(*finished), " failed: finished without joining"),
+                 scope.deferred());
+  } else if (job->status.state() == v1::JOB_STATE_RUNNING &&
+             AllRanks(job->status, [](const v1::RankStatus& r) { return r.ok(); })) {
+    EndJobLocked(job, v1::JOB_STATE_SUCCEEDED,
+                 absl::StrCat("all ", job->status.ranks_size(), " ranks finished"),
+                 scope.deferred());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ringleader

@@ -1,0 +1,76 @@
+// Coordinator: calls of the CLI (submit, get, watch, list, cancel).
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/job_spec.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/job_state.h"
+
+namespace ringleader {
+
+absl::StatusOr<Coordinator::Submitted> Coordinator::SubmitJob(v1::JobSpec spec) {
+  // Defaults and validation need no lock: the spec is still private to this call.
+  ApplyJobSpecDefaults(&spec);
+  if (absl::Status valid = ValidateJobSpec(spec, options_.limits); !valid.ok()) return valid;
+  std::string fingerprint = JobSpecFingerprint(spec);
+
+  Scope scope(this);
+  const std::string summary =
+      absl::StrCat(" (name \"", spec.name(), "\", world size ", spec.world_size(), ", backend ",
+                   spec.backend(), ", fingerprint ", fingerprint, ")");
+  JobRecord* job = jobs_.Add(std::move(spec), fingerprint, clock_->Now());
+  // The record is born QUEUED with its transition already recorded: save and publish it like
+  // any other transition.
+  MarkChangedLocked(job);
+  SaveLocked(*job, scope.deferred());
+  LogLocked(absl::StrCat("job ", job->status.job_id(), " submitted", summary), scope.deferred());
+  schedule_needed_ = true;
+  return Submitted{JobId(job->status.job_id()), std::move(fingerprint)};
+}
+
+absl::StatusOr<v1::JobStatus> Coordinator::GetJob(const JobId& id) {
+  Scope scope(this);
+  JobRecord* job = jobs_.Find(id);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("unknown job ", id.value()));
+  return RenderLocked(*job);
+}
+
+void Coordinator::WatchJobAsync(const JobId& id, uint64_t after_version, absl::Time deadline,
+                                WatchCallback done) {
+  Scope scope(this);
+  auto answer = [&](absl::StatusOr<v1::JobStatus> result) {
+    scope.deferred()->Add([done = std::move(done), result = std::move(result)] { done(result); });
+  };
+  if (shut_down_) return answer(absl::UnavailableError("the coordinator is shutting down"));
+  JobRecord* job = jobs_.Find(id);
+  if (job == nullptr) return answer(absl::NotFoundError(absl::StrCat("unknown job ", id.value())));
+  const absl::Time now = clock_->Now();
+  deadline = ClampDeadline(deadline, now);
+  if (job->status.version() > after_version || deadline <= now) {
+    return answer(RenderLocked(*job));
+  }
+  job->watchers.push_back(JobRecord::Watcher{after_version, deadline, std::move(done)});
+}
+
+std::vector<v1::JobStatus> Coordinator::ListJobs() {
+  Scope scope(this);
+  std::vector<v1::JobStatus> all;
+  for (const JobRecord* job : jobs_.All()) all.push_back(RenderLocked(*job));
+  return all;
+}
+
+absl::Status Coordinator::CancelJob(const JobId& id, std::string reason) {
+  Scope scope(this);
+  JobRecord* job = jobs_.Find(id);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("unknown job ", id.value()));
+  if (IsTerminal(job->status.state())) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", id.value(), " already ended (",
+                                                      JobStateName(job->status.state()), ": ",
+                                                      LastReason(job->status), ")"));
+  }
+  EndJobLocked(job, v1::JOB_STATE_CANCELLED, reason.empty() ? "cancelled" : std::move(reason),
+               scope.deferred());
+  return absl::OkStatus();
+}
+
+}  // namespace ringleader

@@ -1,0 +1,46 @@
+#include "coordinator/grpc_server.h"
+
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace ringleader {
+
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+    const std::string& listen, std::shared_ptr<grpc::ServerCredentials> credentials,
+    RpcHandler* handler) {
+  const size_t colon = listen.rfind(':');
+  int requested_port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(listen.substr(colon + 1), &requested_port) || requested_port < 0 ||
+      requested_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "listen address \"", listen, "\" is not host:port (e.g. 127.0.0.1:7070; port 0 picks "
+        "a free port)"));
+  }
+  std::unique_ptr<CoordinatorServer> server(new CoordinatorServer(handler));
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(listen, std::move(credentials), &server->port_);
+  builder.RegisterService(&server->worker_service_);
+  builder.RegisterService(&server->job_service_);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "could not listen on ", listen, ": address in use or not local? pick another --listen"));
+  }
+  server->address_ = absl::StrCat(listen.substr(0, colon), ":", server->port_);
+  return server;
+}
+
+// Any past deadline cancels in-flight calls at once.
+CoordinatorServer::~CoordinatorServer() { Shutdown(absl::UnixEpoch()); }
+
+void CoordinatorServer::Shutdown(absl::Time deadline) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  server_->Shutdown(absl::ToChronoTime(deadline));
+  server_->Wait();
+}
+
+}  // namespace ringleader

@@ -1,0 +1,52 @@
+// A running coordinator gRPC server: both services on one listening address.
+#ifndef RINGLEADER_COORDINATOR_GRPC_SERVER_H_
+#define RINGLEADER_COORDINATOR_GRPC_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "coordinator/grpc_service.h"
+#include "coordinator/rpc_handler.h"
+#include "grpcpp/grpcpp.h"
+
+namespace ringleader {
+
+// Owns the grpc::Server and the two services. Serving is thread-safe; Start and Shutdown are
+// called from one thread (main's). The RpcHandler (and its Coordinator) must outlive it.
+class CoordinatorServer {
+ public:
+  // Starts serving on `listen` ("host:port"; port 0 picks a free port). Credentials are
+  // injected (insecure today; TLS is on the roadmap).
+  // Errors: INVALID_ARGUMENT (`listen` is not host:port), UNAVAILABLE (could not bind).
+  static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(
+      const std::string& listen, std::shared_ptr<grpc::ServerCredentials> credentials,
+      RpcHandler* handler);
+
+  ~CoordinatorServer();  // Shutdown(a past deadline) unless already done
+
+  // The bound port, and "host:port" with it (the host as given in `listen`).
+  int port() const { return port_; }
+  const std::string& address() const { return address_; }
+
+  // Stops accepting calls, lets in-flight calls run until `deadline` (wall-clock time: gRPC's),
+  // cancels the rest and waits until every call is done. Long polls must have been answered
+  // first (Coordinator::Shutdown) or they hold this up until their own deadline. Idempotent.
+  void Shutdown(absl::Time deadline);
+
+ private:
+  explicit CoordinatorServer(RpcHandler* handler)
+      : worker_service_(handler), job_service_(handler) {}
+
+  GrpcWorkerService worker_service_;
+  GrpcJobService job_service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::string address_;
+  bool shut_down_ = false;
+};
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_COORDINATOR_GRPC_SERVER_H_

@@ -1,0 +1,113 @@
+#include "coordinator/grpc_service.h"
+
+#include "coordinator/grpc_status.h"
+
+namespace ringleader {
+namespace {
+
+// A unary RPC answered on the spot.
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context,
+                                    const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+// A long poll: finished by the coordinator's completion, which may run before this returns.
+StatusCallback FinishLater(grpc::ServerUnaryReactor* reactor) {
+  return [reactor](absl::Status status) { reactor->Finish(ToGrpcStatus(status)); };
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* GrpcWorkerService::RegisterWorker(
+    grpc::CallbackServerContext* context, const v1::RegisterWorkerRequest* request,
+    v1::RegisterWorkerResponse* response) {
+  return FinishNow(context, handler_->RegisterWorker(*request, response));
+}
+
+grpc::ServerUnaryReactor* GrpcWorkerService::Heartbeat(grpc::CallbackServerContext* context,
+                                                       const v1::HeartbeatRequest* request,
+                                                       v1::HeartbeatResponse* response) {
+  return FinishNow(context, handler_->Heartbeat(*request, response));
+}
+
+grpc::ServerUnaryReactor* GrpcWorkerService::WaitAssignment(
+    grpc::CallbackServerContext* context, const v1::WaitAssignmentRequest* request,
+    v1::WaitAssignmentResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  handler_->WaitAssignment(*request, response, FinishLater(reactor));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GrpcWorkerService::JoinJob(grpc::CallbackServerContext* context,
+                                                     const v1::JoinJobRequest* request,
+                                                     v1::JoinJobResponse* response) {
+  return FinishNow(context, handler_->JoinJob(*request, response));
+}
+
+grpc::ServerUnaryReactor* GrpcWorkerService::KvSet(grpc::CallbackServerContext* context,
+                                                   const v1::KvSetRequest* request,
+                                                   v1::KvSetResponse* response) {
+  return FinishNow(context, handler_->KvSet(*request, response));
+}
+
+grpc::ServerUnaryReactor* GrpcWorkerService::KvGet(grpc::CallbackServerContext* context,
+                                                   const v1::KvGetRequest* request,
+                                                   v1::KvGetResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  handler_->KvGet(*request, response, FinishLater(reactor));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GrpcWorkerService::ReportProgress(
+    grpc::CallbackServerContext* context, const v1::ReportProgressRequest* request,
+    v1::ReportProgressResponse* response) {
+  return FinishNow(context, handler_->ReportProgress(*request, response));
+}
+
+grpc::ServerUnaryReactor* GrpcWorkerService::FinishRank(grpc::CallbackServerContext* context,
+                                                        const v1::FinishRankRequest* request,
+                                                        v1::FinishRankResponse* response) {
+  return FinishNow(context, handler_->FinishRank(*request, response));
+}
+
+grpc::ServerUnaryReactor* GrpcJobService::SubmitJob(grpc::CallbackServerContext* context,
+                                                    const v1::SubmitJobRequest* request,
+                                                    v1::SubmitJobResponse* response) {
+  return FinishNow(context, handler_->SubmitJob(*request, response));
+}
+
+grpc::ServerUnaryReactor* GrpcJobService::GetJob(grpc::CallbackServerContext* context,
+                                                 const v1::GetJobRequest* request,
+                                                 v1::GetJobResponse* response) {
+  return FinishNow(context, handler_->GetJob(*request, response));
+}
+
+grpc::ServerUnaryReactor* GrpcJobService::WatchJob(grpc::CallbackServerContext* context,
+                                                   const v1::WatchJobRequest* request,
+                                                   v1::WatchJobResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  handler_->WatchJob(*request, response, FinishLater(reactor));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GrpcJobService::ListJobs(grpc::CallbackServerContext* context,
+                                                   const v1::ListJobsRequest* request,
+                                                   v1::ListJobsResponse* response) {
+  return FinishNow(context, handler_->ListJobs(*request, response));
+}
+
+grpc::ServerUnaryReactor* GrpcJobService::ListWorkers(grpc::CallbackServerContext* context,
+                                                      const v1::ListWorkersRequest* request,
+                                                      v1::ListWorkersResponse* response) {
+  return FinishNow(context, handler_->ListWorkers(*request, response));
+}
+
+grpc::ServerUnaryReactor* GrpcJobService::CancelJob(grpc::CallbackServerContext* context,
+                                                    const v1::CancelJobRequest* request,
+                                                    v1::CancelJobResponse* response) {
+  return FinishNow(context, handler_->CancelJob(*request, response));
+}
+
+}  // namespace ringleader

@@ -1,0 +1,81 @@
+// gRPC adapters of the coordinator: WorkerService and JobService over the callback API. Each
+// RPC is forwarded to the RpcHandler; long polls finish from the coordinator's completion
+// callback, so no gRPC thread ever waits on the coordinator.
+//
+// A client that gives up on a long poll early leaves its reactor parked until the poll's own
+// deadline (at most the coordinator's max_wait); Coordinator::Shutdown() answers every parked
+// poll, which lets grpc::Server::Shutdown complete.
+#ifndef RINGLEADER_COORDINATOR_GRPC_SERVICE_H_
+#define RINGLEADER_COORDINATOR_GRPC_SERVICE_H_
+
+#include "coordinator/rpc_handler.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/ringleader.grpc.pb.h"
+
+namespace ringleader {
+
+// Thread-safe. Does not own `handler`, which must outlive the server the service is added to.
+class GrpcWorkerService final : public v1::WorkerService::CallbackService {
+ public:
+  explicit GrpcWorkerService(RpcHandler* handler) : handler_(handler) {}
+
+  grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* context,
+                                           const v1::RegisterWorkerRequest* request,
+                                           v1::RegisterWorkerResponse* response) override;
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context,
+                                      const v1::HeartbeatRequest* request,
+                                      v1::HeartbeatResponse* response) override;
+  grpc::ServerUnaryReactor* WaitAssignment(grpc::CallbackServerContext* context,
+                                           const v1::WaitAssignmentRequest* request,
+                                           v1::WaitAssignmentResponse* response) override;
+  grpc::ServerUnaryReactor* JoinJob(grpc::CallbackServerContext* context,
+                                    const v1::JoinJobRequest* request,
+                                    v1::JoinJobResponse* response) override;
+  grpc::ServerUnaryReactor* KvSet(grpc::CallbackServerContext* context,
+                                  const v1::KvSetRequest* request,
+                                  v1::KvSetResponse* response) override;
+  grpc::ServerUnaryReactor* KvGet(grpc::CallbackServerContext* context,
+                                  const v1::KvGetRequest* request,
+                                  v1::KvGetResponse* response) override;
+  grpc::ServerUnaryReactor* ReportProgress(grpc::CallbackServerContext* context,
+                                           const v1::ReportProgressRequest* request,
+                                           v1::ReportProgressResponse* response) override;
+  grpc::ServerUnaryReactor* FinishRank(grpc::CallbackServerContext* context,
+                                       const v1::FinishRankRequest* request,
+                                       v1::FinishRankResponse* response) override;
+
+ private:
+  RpcHandler* const handler_;
+};
+
+// Thread-safe. Does not own `handler`.
+class GrpcJobService final : public v1::JobService::CallbackService {
+ public:
+  explicit GrpcJobService(RpcHandler* handler) : handler_(handler) {}
+
+  grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* context,
+                                      const v1::SubmitJobRequest* request,
+                                      v1::SubmitJobResponse* response) override;
+  grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* context,
+                                   const v1::GetJobRequest* request,
+                                   v1::GetJobResponse* response) override;
+  grpc::ServerUnaryReactor* WatchJob(grpc::CallbackServerContext* context,
+                                     const v1::WatchJobRequest* request,
+                                     v1::WatchJobResponse* response) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
+                                     const v1::ListJobsRequest* request,
+                                     v1::ListJobsResponse* response) override;
+  grpc::ServerUnaryReactor* ListWorkers(grpc::CallbackServerContext* context,
+                                        const v1::ListWorkersRequest* request,
+                                        v1::ListWorkersResponse* response) override;
+  grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context,
+                                      const v1::CancelJobRequest* request,
+                                      v1::CancelJobResponse* response) override;
+
+ private:
+  RpcHandler* const handler_;
+};
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_COORDINATOR_GRPC_SERVICE_H_

@@ -1,0 +1,49 @@
+// The job state machine: which transitions are legal, and how one is recorded.
+//
+//   SubmitJob
+//       │
+//       ▼
+//    QUEUED ──N idle workers assigned──▶ RENDEZVOUS ──every rank joined──▶ RUNNING
+//       │                                  │    │                           │   │
+//       │ CancelJob             CancelJob  │    │ a rank failed or lost,    │   │ every rank
+//       │                                  │    │ fingerprint mismatch,     │   │ finished ok
+//       ▼                                  │    │ rendezvous timeout        │   ▼
+//   CANCELLED ◀────────────────────────────┘    ▼                           │ SUCCEEDED
+//       ▲                                     FAILED ◀──a rank failed/lost──┤
+//       └───────────────────────CancelJob───────────────────────────────────┘
+//
+// SUCCEEDED, FAILED and CANCELLED are terminal. Every transition is recorded in the job's
+// `transitions` with the time (from the coordinator's injected clock) and a reason.
+#ifndef RINGLEADER_COORDINATOR_JOB_STATE_H_
+#define RINGLEADER_COORDINATOR_JOB_STATE_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "proto/ringleader.pb.h"
+
+namespace ringleader {
+
+// "QUEUED", "RENDEZVOUS", ... ("UNSPECIFIED" for an unset state).
+const char* JobStateName(v1::JobState state);
+
+// SUCCEEDED, FAILED or CANCELLED.
+bool IsTerminal(v1::JobState state);
+
+// True when the diagram above has an arrow from `from` to `to`. UNSPECIFIED → QUEUED is the
+// submission.
+bool IsLegalTransition(v1::JobState from, v1::JobState to);
+
+// Moves `job` to `to` and appends {to, now, reason} to its transitions. Does not touch the
+// version (the coordinator bumps it once per change). Errors: FAILED_PRECONDITION naming both
+// states when the transition is illegal; `job` is then unchanged.
+absl::Status RecordTransition(v1::JobStatus* job, v1::JobState to, absl::Time now,
+                              std::string reason);
+
+// The reason of the job's last transition ("" when it has none).
+std::string LastReason(const v1::JobStatus& job);
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_COORDINATOR_JOB_STATE_H_

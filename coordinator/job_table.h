@@ -1,0 +1,69 @@
+// The coordinator's table of jobs and the FIFO queue of jobs waiting for workers.
+#ifndef RINGLEADER_COORDINATOR_JOB_TABLE_H_
+#define RINGLEADER_COORDINATOR_JOB_TABLE_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/ids.h"
+#include "proto/ringleader.pb.h"
+
+namespace ringleader {
+
+// Completion of WatchJob: the job's status, or an error.
+using WatchCallback = std::function<void(absl::StatusOr<v1::JobStatus>)>;
+
+// One job. Plain data owned by JobTable.
+struct JobRecord {
+  // The public record: spec, fingerprint, state, transitions, ranks (filled on assignment),
+  // epochs, version. `ranks[r].heartbeat_age_ms` is filled only when the status is rendered.
+  v1::JobStatus status;
+  // When the current attempt must have every rank joined (RENDEZVOUS only).
+  absl::Time rendezvous_deadline = absl::InfiniteFuture();
+
+  // Parked WatchJob long polls.
+  struct Watcher {
+    uint64_t after_version;
+    absl::Time deadline;
+    WatchCallback done;
+  };
+  std::vector<Watcher> watchers;
+
+  // Whether the job changed during the current coordinator call (its watchers are answered
+  // when the call publishes its changes).
+  bool changed = false;
+};
+
+// Not thread-safe: owned by the Coordinator and used under its lock. Record pointers stay valid
+// for the table's lifetime (jobs are never removed today).
+class JobTable {
+ public:
+  // Creates a job with the next id "job-000001", "job-000002", ..., state QUEUED (transition
+  // reason "submitted"), generation 0 (no attempt yet), version 1, and appends it to the queue.
+  JobRecord* Add(v1::JobSpec spec, std::string fingerprint, absl::Time now);
+  // nullptr when unknown.
+  JobRecord* Find(const JobId& id);
+  // Every job, oldest submission first.
+  std::vector<JobRecord*> All();
+  // Queued job ids, oldest first.
+  const std::deque<JobId>& queue() const { return queue_; }
+  // Removes `id` from the queue (no-op when absent).
+  void Dequeue(const JobId& id);
+
+ private:
+  uint64_t next_sequence_ = 1;
+  std::map<uint64_t, JobRecord> by_sequence_;
+  absl::flat_hash_map<JobId, uint64_t> sequence_by_id_;
+  std::deque<JobId> queue_;
+};
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_COORDINATOR_JOB_TABLE_H_

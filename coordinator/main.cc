@@ -1,0 +1,154 @@
+// ringleader-coordinator: serves WorkerService and JobService until SIGINT or SIGTERM.
+//
+//   ringleader-coordinator --listen=127.0.0.1:7070 --port_file=/run/ringleader/port
+//
+// Prints the bound address on stdout once listening (useful with --listen=HOST:0) and writes it
+// to --port_file atomically; logs job transitions and worker registrations/losses to stderr.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "coordinator/coordinator.h"
+#include "coordinator/grpc_server.h"
+#include "coordinator/job_store.h"
+#include "coordinator/options.h"
+#include "coordinator/rpc_handler.h"
+#include "grpcpp/security/server_credentials.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
+          "host:port to serve on; port 0 picks a free port (printed, and written to --port_file)");
+ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(2),
+          "how often workers are told to send a heartbeat");
+ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(10),
+          "a worker silent for longer is declared lost and its job fails");
+ABSL_FLAG(absl::Duration, rendezvous_timeout, absl::Seconds(120),
+          "every rank of an assigned job must join within this long, else the job fails");
+ABSL_FLAG(absl::Duration, max_wait, absl::Seconds(30),
+          "cap on how long a long poll (WaitAssignment, KvGet, WatchJob) is held");
+ABSL_FLAG(std::string, port_file, "",
+          "if set, the bound host:port is written to this file (atomically) once listening");
+
+namespace ringleader {
+namespace {
+
+// How often health is checked: bounds how late a lease expiry or long-poll deadline is noticed.
+constexpr absl::Duration kTick = absl::Milliseconds(100);
+// How long in-flight calls may finish after a shutdown signal.
+constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
+
+void Log(absl::Time time, const std::string& line) {
+  const std::string stamp = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", time, absl::UTCTimeZone());
+  std::fprintf(stderr, "%s ringleader-coordinator: %s\n", stamp.c_str(), line.c_str());
+}
+
+absl::Status WritePortFile(const std::string& path, const std::string& address) {
+  // Written under a temporary name and renamed, so readers never see a partial address.
+  const std::string temporary = absl::StrCat(path, ".tmp.", getpid());
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << address << "\n";
+    out.close();
+    if (!out) {
+      return absl::UnavailableError(
+          absl::StrCat("--port_file: cannot write ", temporary, ": does its directory exist?"));
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    return absl::UnavailableError(absl::StrCat("--port_file: cannot rename ", temporary, " to ",
+                                               path));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPositive(const char* flag, absl::Duration value) {
+  if (value > absl::ZeroDuration()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, " must be > 0, got ",
+                                                 absl::FormatDuration(value)));
+}
+
+int Run() {
+  CoordinatorOptions options;
+  options.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat_interval);
+  options.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
+  options.rendezvous_timeout = absl::GetFlag(FLAGS_rendezvous_timeout);
+  options.max_wait = absl::GetFlag(FLAGS_max_wait);
+  for (const absl::Status& check :
+       {CheckPositive("heartbeat_interval", options.heartbeat_interval),
+        CheckPositive("heartbeat_timeout", options.heartbeat_timeout),
+        CheckPositive("rendezvous_timeout", options.rendezvous_timeout),
+        CheckPositive("max_wait", options.max_wait)}) {
+    if (!check.ok()) {
+      std::fprintf(stderr, "ringleader-coordinator: %s\n", std::string(check.message()).c_str());
+      return 2;
+    }
+  }
+
+  // SIGINT/SIGTERM are taken by sigwait below: block them before any thread (gRPC's included)
+  // starts, so every thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  InMemoryJobStore store;
+  Coordinator coordinator(options, Clock::Real(), &store, Log);
+  RpcHandler handler(&coordinator);
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Start(
+      absl::GetFlag(FLAGS_listen), grpc::InsecureServerCredentials(), &handler);
+  if (!server.ok()) {
+    std::fprintf(stderr, "ringleader-coordinator: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("ringleader-coordinator listening on %s\n", (*server)->address().c_str());
+  std::fflush(stdout);
+  Log(absl::Now(), absl::StrCat("listening on ", (*server)->address()));
+  if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
+    if (absl::Status written = WritePortFile(port_file, (*server)->address()); !written.ok()) {
+      std::fprintf(stderr, "ringleader-coordinator: %s\n", written.ToString().c_str());
+      return 1;
+    }
+  }
+
+  absl::Notification stop_ticker;
+  std::thread ticker([&] {
+    while (!stop_ticker.WaitForNotificationWithTimeout(kTick)) coordinator.CheckStaleness();
+  });
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  Log(absl::Now(), absl::StrCat("received ", strsignal(signal_number), ": shutting down"));
+  stop_ticker.Notify();
+  ticker.join();
+  coordinator.Shutdown();  // answers parked long polls, so the server can drain
+  (*server)->Shutdown(absl::Now() + kShutdownGrace);
+  Log(absl::Now(), "stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace ringleader
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Serves the ringleader coordinator (WorkerService, JobService) until SIGINT/SIGTERM.\n"
+      "  ringleader-coordinator --listen=127.0.0.1:7070 [--port_file=FILE]");
+  absl::ParseCommandLine(argc, argv);
+  return ringleader::Run();
+}

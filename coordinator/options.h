@@ -1,0 +1,28 @@
+// Options of the coordinator core. Plain struct; only main() turns flags into it.
+#ifndef RINGLEADER_COORDINATOR_OPTIONS_H_
+#define RINGLEADER_COORDINATOR_OPTIONS_H_
+
+#include "absl/time/time.h"
+#include "common/job_spec.h"
+
+namespace ringleader {
+
+struct CoordinatorOptions {
+  // How often workers are told to send a heartbeat (returned by RegisterWorker).
+  absl::Duration heartbeat_interval = absl::Seconds(2);
+  // A worker whose last heartbeat is older than this is declared LOST by CheckStaleness(), and
+  // the job it runs fails naming the rank.
+  absl::Duration heartbeat_timeout = absl::Seconds(10);
+  // Cap on every long poll (WaitAssignment, KvGet, WatchJob): a caller asking for a longer wait
+  // is answered after this long.
+  absl::Duration max_wait = absl::Seconds(30);
+  // Every rank of an assigned job must JoinJob within this long, else the job FAILS naming the
+  // ranks that never joined.
+  absl::Duration rendezvous_timeout = absl::Seconds(120);
+  // Limits checked by SubmitJob (ValidateJobSpec).
+  JobSpecLimits limits;
+};
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_COORDINATOR_OPTIONS_H_

@@ -1,0 +1,141 @@
+#include "coordinator/rpc_handler.h"
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ringleader {
+namespace {
+
+AttemptId Attempt(const std::string& job_id, uint64_t generation) {
+  return AttemptId{JobId(job_id), Generation(generation)};
+}
+
+}  // namespace
+
+absl::Time RpcHandler::Deadline(uint32_t wait_timeout_ms) const {
+  return coordinator_->clock()->Now() + absl::Milliseconds(wait_timeout_ms);
+}
+
+absl::Status RpcHandler::RegisterWorker(const v1::RegisterWorkerRequest& request,
+                                        v1::RegisterWorkerResponse* response) {
+  absl::StatusOr<Coordinator::Registration> registration = coordinator_->RegisterWorker(
+      request.name(), request.host(), {request.devices().begin(), request.devices().end()},
+      request.incarnation());
+  if (!registration.ok()) return registration.status();
+  response->set_worker_id(registration->id.value());
+  response->set_heartbeat_interval_ms(
+      static_cast<uint32_t>(absl::ToInt64Milliseconds(registration->heartbeat_interval)));
+  response->set_heartbeat_timeout_ms(
+      static_cast<uint32_t>(absl::ToInt64Milliseconds(registration->heartbeat_timeout)));
+  return absl::OkStatus();
+}
+
+absl::Status RpcHandler::Heartbeat(const v1::HeartbeatRequest& request,
+                                   v1::HeartbeatResponse* response) {
+  absl::StatusOr<std::vector<v1::JobAttempt>> aborts =
+      coordinator_->Heartbeat(WorkerId(request.worker_id()), request.incarnation());
+  if (!aborts.ok()) return aborts.status();
+  for (v1::JobAttempt& abort : *aborts) *response->add_abort() = std::move(abort);
+  return absl::OkStatus();
+}
+
+void RpcHandler::WaitAssignment(const v1::WaitAssignmentRequest& request,
+                                v1::WaitAssignmentResponse* response, StatusCallback done) {
+  coordinator_->WaitAssignmentAsync(
+      WorkerId(request.worker_id()), Deadline(request.wait_timeout_ms()),
+      [response, done = std::move(done)](absl::StatusOr<std::optional<v1::Assignment>> result) {
+        if (!result.ok()) return done(result.status());
+        if (result->has_value()) *response->mutable_assignment() = std::move(**result);
+        done(absl::OkStatus());
+      });
+}
+
+absl::Status RpcHandler::JoinJob(const v1::JoinJobRequest& request, v1::JoinJobResponse*) {
+  return coordinator_->JoinJob(Attempt(request.job_id(), request.generation()),
+                               Rank(request.rank()), WorkerId(request.worker_id()),
+                               request.spec_fingerprint());
+}
+
+absl::Status RpcHandler::KvSet(const v1::KvSetRequest& request, v1::KvSetResponse*) {
+  return coordinator_->KvSet(Attempt(request.job_id(), request.generation()), request.key(),
+                             request.value());
+}
+
+void RpcHandler::KvGet(const v1::KvGetRequest& request, v1::KvGetResponse* response,
+                       StatusCallback done) {
+  coordinator_->KvGetAsync(
+      Attempt(request.job_id(), request.generation()), request.key(),
+      Deadline(request.wait_timeout_ms()),
+      [response, done = std::move(done)](absl::StatusOr<std::string> value) {
+        if (!value.ok()) return done(value.status());
+        response->set_value(std::move(*value));
+        done(absl::OkStatus());
+      });
+}
+
+absl::Status RpcHandler::ReportProgress(const v1::ReportProgressRequest& request,
+                                        v1::ReportProgressResponse* response) {
+  absl::StatusOr<Coordinator::StopSignal> stop = coordinator_->ReportProgress(
+      Attempt(request.job_id(), request.generation()), Rank(request.rank()),
+      {request.steps().begin(), request.steps().end()},
+      {request.epochs().begin(), request.epochs().end()});
+  if (!stop.ok()) return stop.status();
+  response->set_stop(stop->stop);
+  response->set_stop_reason(stop->reason);
+  return absl::OkStatus();
+}
+
+absl::Status RpcHandler::FinishRank(const v1::FinishRankRequest& request,
+                                    v1::FinishRankResponse*) {
+  return coordinator_->FinishRank(
+      Attempt(request.job_id(), request.generation()), Rank(request.rank()),
+      Coordinator::RankOutcome{request.ok(), request.error(), request.checkpoint_path()});
+}
+
+absl::Status RpcHandler::SubmitJob(const v1::SubmitJobRequest& request,
+                                   v1::SubmitJobResponse* response) {
+  absl::StatusOr<Coordinator::Submitted> submitted = coordinator_->SubmitJob(request.spec());
+  if (!submitted.ok()) return submitted.status();
+  response->set_job_id(submitted->id.value());
+  response->set_spec_fingerprint(submitted->spec_fingerprint);
+  return absl::OkStatus();
+}
+
+absl::Status RpcHandler::GetJob(const v1::GetJobRequest& request, v1::GetJobResponse* response) {
+  absl::StatusOr<v1::JobStatus> job = coordinator_->GetJob(JobId(request.job_id()));
+  if (!job.ok()) return job.status();
+  *response->mutable_job() = std::move(*job);
+  return absl::OkStatus();
+}
+
+void RpcHandler::WatchJob(const v1::WatchJobRequest& request, v1::WatchJobResponse* response,
+                          StatusCallback done) {
+  coordinator_->WatchJobAsync(
+      JobId(request.job_id()), request.after_version(), Deadline(request.wait_timeout_ms()),
+      [response, done = std::move(done)](absl::StatusOr<v1::JobStatus> job) {
+        if (!job.ok()) return done(job.status());
+        *response->mutable_job() = std::move(*job);
+        done(absl::OkStatus());
+      });
+}
+
+absl::Status RpcHandler::ListJobs(const v1::ListJobsRequest&, v1::ListJobsResponse* response) {
+  for (v1::JobStatus& job : coordinator_->ListJobs()) *response->add_jobs() = std::move(job);
+  return absl::OkStatus();
+}
+
+absl::Status RpcHandler::ListWorkers(const v1::ListWorkersRequest&,
+                                     v1::ListWorkersResponse* response) {
+  for (v1::WorkerStatus& worker : coordinator_->ListWorkers()) {
+    *response->add_workers() = std::move(worker);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RpcHandler::CancelJob(const v1::CancelJobRequest& request, v1::CancelJobResponse*) {
+  return coordinator_->CancelJob(JobId(request.job_id()), request.reason());
+}
+
+}  // namespace ringleader

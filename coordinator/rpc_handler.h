@@ -1,0 +1,59 @@
+// Translates ringleader.v1 requests into Coordinator calls and results into responses. No
+// transport: the gRPC service (grpc_service.h) forwards each RPC here, and tests may call it
+// directly.
+//
+// Unary RPCs return the status and fill `response` on success. Long polls (WaitAssignment,
+// KvGet, WatchJob) fill `response` and then call `done` exactly once, possibly on another
+// thread and possibly before returning; `response` must stay valid until then. A request's
+// `wait_timeout_ms` becomes the deadline now + wait (capped by the coordinator's max_wait).
+// Errors are the Coordinator's (see coordinator.h and the proto's comments).
+#ifndef RINGLEADER_COORDINATOR_RPC_HANDLER_H_
+#define RINGLEADER_COORDINATOR_RPC_HANDLER_H_
+
+#include <functional>
+
+#include "absl/status/status.h"
+#include "coordinator/coordinator.h"
+#include "proto/ringleader.pb.h"
+
+namespace ringleader {
+
+using StatusCallback = std::function<void(absl::Status)>;
+
+// Thread-safe (stateless besides the coordinator). Does not own `coordinator`.
+class RpcHandler {
+ public:
+  explicit RpcHandler(Coordinator* coordinator) : coordinator_(coordinator) {}
+
+  // WorkerService.
+  absl::Status RegisterWorker(const v1::RegisterWorkerRequest& request,
+                              v1::RegisterWorkerResponse* response);
+  absl::Status Heartbeat(const v1::HeartbeatRequest& request, v1::HeartbeatResponse* response);
+  void WaitAssignment(const v1::WaitAssignmentRequest& request,
+                      v1::WaitAssignmentResponse* response, StatusCallback done);
+  absl::Status JoinJob(const v1::JoinJobRequest& request, v1::JoinJobResponse* response);
+  absl::Status KvSet(const v1::KvSetRequest& request, v1::KvSetResponse* response);
+  void KvGet(const v1::KvGetRequest& request, v1::KvGetResponse* response, StatusCallback done);
+  absl::Status ReportProgress(const v1::ReportProgressRequest& request,
+                              v1::ReportProgressResponse* response);
+  absl::Status FinishRank(const v1::FinishRankRequest& request, v1::FinishRankResponse* response);
+
+  // JobService.
+  absl::Status SubmitJob(const v1::SubmitJobRequest& request, v1::SubmitJobResponse* response);
+  absl::Status GetJob(const v1::GetJobRequest& request, v1::GetJobResponse* response);
+  void WatchJob(const v1::WatchJobRequest& request, v1::WatchJobResponse* response,
+                StatusCallback done);
+  absl::Status ListJobs(const v1::ListJobsRequest& request, v1::ListJobsResponse* response);
+  absl::Status ListWorkers(const v1::ListWorkersRequest& request,
+                           v1::ListWorkersResponse* response);
+  absl::Status CancelJob(const v1::CancelJobRequest& request, v1::CancelJobResponse* response);
+
+ private:
+  absl::Time Deadline(uint32_t wait_timeout_ms) const;
+
+  Coordinator* const coordinator_;
+};
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_COORDINATOR_RPC_HANDLER_H_

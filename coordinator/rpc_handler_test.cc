@@ -1,0 +1,98 @@
+// RpcHandler: requests become core calls (wait_timeout_ms → deadline on the coordinator's
+// clock) and results become responses. No transport.
+#include "coordinator/rpc_handler.h"
+
+#include "coordinator/coordinator_test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringleader {
+namespace {
+
+class RpcHandlerTest : public CoordinatorTest {
+ protected:
+  RpcHandler handler_{&coordinator_};
+};
+
+TEST_F(RpcHandlerTest, RegisterAnswersIdAndLeaseTimes) {
+  v1::RegisterWorkerRequest request;
+  request.set_name("n");
+  request.add_devices()->set_kind("cuda");
+  v1::RegisterWorkerResponse response;
+  ASSERT_TRUE(handler_.RegisterWorker(request, &response).ok());
+  EXPECT_EQ(response.worker_id(), "w-1");
+  EXPECT_EQ(response.heartbeat_interval_ms(), 2000u);
+  EXPECT_EQ(response.heartbeat_timeout_ms(), 10000u);
+  request.clear_devices();
+  EXPECT_EQ(handler_.RegisterWorker(request, &response).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(RpcHandlerTest, WaitTimeoutBecomesADeadlineOnTheCoordinatorClock) {
+  const WorkerId worker = Register("a");
+  v1::WaitAssignmentRequest request;
+  request.set_worker_id(worker.value());
+  request.set_wait_timeout_ms(1500);
+  v1::WaitAssignmentResponse response;
+  int calls = 0;
+  absl::Status status = absl::UnknownError("not called");
+  handler_.WaitAssignment(request, &response, [&](absl::Status s) {
+    ++calls;
+    status = s;
+  });
+  Advance(absl::Milliseconds(1499));
+  EXPECT_EQ(calls, 0);
+  Advance(absl::Milliseconds(1));
+  ASSERT_EQ(calls, 1);
+  EXPECT_TRUE(status.ok());
+  EXPECT_FALSE(response.has_assignment());
+}
+
+TEST_F(RpcHandlerTest, SubmitThenAssignmentAndProgressResponses) {
+  const WorkerId worker = Register("a");
+  v1::SubmitJobRequest submit;
+  submit.mutable_spec()->set_world_size(1);
+  v1::SubmitJobResponse submitted;
+  ASSERT_TRUE(handler_.SubmitJob(submit, &submitted).ok());
+  EXPECT_EQ(submitted.spec_fingerprint().size(), 16u);
+
+  v1::WaitAssignmentRequest wait;
+  wait.set_worker_id(worker.value());
+  v1::WaitAssignmentResponse assigned;
+  absl::Status status = absl::UnknownError("not called");
+  handler_.WaitAssignment(wait, &assigned, [&](absl::Status s) { status = s; });
+  ASSERT_TRUE(status.ok());
+  ASSERT_TRUE(assigned.has_assignment());
+  EXPECT_EQ(assigned.assignment().spec_fingerprint(), submitted.spec_fingerprint());
+
+  v1::CancelJobRequest cancel;
+  cancel.set_job_id(submitted.job_id());
+  cancel.set_reason("operator");
+  v1::CancelJobResponse cancelled;
+  ASSERT_TRUE(handler_.CancelJob(cancel, &cancelled).ok());
+
+  v1::ReportProgressRequest report;
+  report.set_job_id(submitted.job_id());
+  report.set_generation(assigned.assignment().generation());
+  report.set_rank(0);
+  v1::ReportProgressResponse progress;
+  ASSERT_TRUE(handler_.ReportProgress(report, &progress).ok());
+  EXPECT_TRUE(progress.stop());
+  EXPECT_THAT(progress.stop_reason(), testing::HasSubstr("operator"));
+
+  v1::HeartbeatRequest heartbeat;
+  heartbeat.set_worker_id(worker.value());
+  heartbeat.set_incarnation(1);
+  v1::HeartbeatResponse beat;
+  ASSERT_TRUE(handler_.Heartbeat(heartbeat, &beat).ok());
+  ASSERT_EQ(beat.abort_size(), 1);
+  EXPECT_EQ(beat.abort(0).job_id(), submitted.job_id());
+
+  v1::ListJobsResponse jobs;
+  ASSERT_TRUE(handler_.ListJobs(v1::ListJobsRequest(), &jobs).ok());
+  ASSERT_EQ(jobs.jobs_size(), 1);
+  EXPECT_EQ(jobs.jobs(0).state(), v1::JOB_STATE_CANCELLED);
+}
+
+}  // namespace
+}  // namespace ringleader
