@@ -71,6 +71,7 @@ def _cuda_repository_impl(ctx):
         ctx.file("BUILD", """
 package(default_visibility = ["//visibility:public"])
 genrule(name = "missing", outs = ["missing.h"], cmd = "echo 'CUDA toolkit not found at {root}: run the set-up script' >&2; exit 1")
+cc_library(name = "headers", hdrs = [":missing"])
 cc_library(name = "cuda", hdrs = [":missing"])
 cc_library(name = "nccl", hdrs = [":missing"])
 filegroup(name = "nvcc", srcs = [":missing"])
