@@ -6,16 +6,10 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/states.h"
 #include "proto/ringleader.pb.h"
 
 namespace ringleader {
-
-// "RUNNING" for JOB_STATE_RUNNING; "UNKNOWN(n)" for values this build does not know.
-std::string JobStateName(v1::JobState state);
-std::string WorkerStateName(v1::WorkerState state);
-
-// True for SUCCEEDED, FAILED and CANCELLED.
-bool IsTerminal(v1::JobState state);
 
 // "2023-11-14 22:13:20.000 UTC"; "-" for 0.
 std::string FormatUnixMillis(int64_t unix_ms);

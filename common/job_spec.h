@@ -30,8 +30,9 @@ struct JobSpecLimits {
 // path, sgd lr 0.05 momentum 0.9 weight_decay 5e-4 dampening 0, bucket_cap_mb 25,
 // first_bucket_mb 1, broadcast_buffers true, overlap true, accumulation 1, comm_dtype fp32,
 // epochs 3, batch 64, seed 1, drift every 50 steps, collective timeout 60 s.
-// Fields that are proto3 `optional` are filled only when unset, so an explicit momentum 0 stays
-// 0; plain numeric fields are filled when 0. Never filled: `world_size` (0 stays an error: the
+// Numeric and boolean fields are proto3 `optional` and filled only when unset, so an explicit
+// momentum 0 stays 0 and an explicit epochs 0 is reported by ValidateJobSpec; strings are filled
+// when empty. Never filled: `world_size` (0 stays an error: the
 // submitter chooses), `name`, `max_steps`, `checkpoint_dir`, `mixed_precision` ("" = fp32).
 // Idempotent.
 void ApplyJobSpecDefaults(ringleader::v1::JobSpec* spec);

@@ -6,30 +6,6 @@
 
 namespace ringleader {
 
-const char* JobStateName(v1::JobState state) {
-  switch (state) {
-    case v1::JOB_STATE_QUEUED:
-      return "QUEUED";
-    case v1::JOB_STATE_RENDEZVOUS:
-      return "RENDEZVOUS";
-    case v1::JOB_STATE_RUNNING:
-      return "RUNNING";
-    case v1::JOB_STATE_SUCCEEDED:
-      return "SUCCEEDED";
-    case v1::JOB_STATE_FAILED:
-      return "FAILED";
-    case v1::JOB_STATE_CANCELLED:
-      return "CANCELLED";
-    default:
-      return "UNSPECIFIED";
-  }
-}
-
-bool IsTerminal(v1::JobState state) {
-  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
-         state == v1::JOB_STATE_CANCELLED;
-}
-
 bool IsLegalTransition(v1::JobState from, v1::JobState to) {
   switch (from) {
     case v1::JOB_STATE_UNSPECIFIED:

@@ -21,15 +21,10 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/states.h"
 #include "proto/ringleader.pb.h"
 
 namespace ringleader {
-
-// "QUEUED", "RENDEZVOUS", ... ("UNSPECIFIED" for an unset state).
-const char* JobStateName(v1::JobState state);
-
-// SUCCEEDED, FAILED or CANCELLED.
-bool IsTerminal(v1::JobState state);
 
 // True when the diagram above has an arrow from `from` to `to`. UNSPECIFIED → QUEUED is the
 // submission.

@@ -46,12 +46,7 @@ absl::Status GpuSgdOptimizer::Step(const std::vector<float*>& params,
   }
   RL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   // The same float hyper-parameters as SgdOptimizer::Step.
-  SgdElementParams h;
-  h.lr = static_cast<float>(options_.lr);
-  h.momentum = static_cast<float>(options_.momentum);
-  h.dampening = static_cast<float>(options_.dampening);
-  h.weight_decay = static_cast<float>(options_.weight_decay);
-  h.nesterov = options_.nesterov;
+  const SgdElementParams h = ToElementParams(options_);
   const bool use_momentum = options_.momentum != 0.0;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!has_grad[i]) continue;

@@ -45,6 +45,16 @@ absl::Status ValidateSgdOptions(const SgdOptions& o) {
   return absl::OkStatus();
 }
 
+SgdElementParams ToElementParams(const SgdOptions& options) {
+  SgdElementParams h;
+  h.lr = static_cast<float>(options.lr);
+  h.momentum = static_cast<float>(options.momentum);
+  h.dampening = static_cast<float>(options.dampening);
+  h.weight_decay = static_cast<float>(options.weight_decay);
+  h.nesterov = options.nesterov;
+  return h;
+}
+
 std::string MomentumBufferName(const std::string& parameter_name) {
   return absl::StrCat(parameter_name, ".momentum_buffer");
 }
@@ -60,12 +70,7 @@ void SgdOptimizer::Step(const std::vector<float*>& params,
   CheckOrDie(params.size() == params_.size(), "params.size() == parameters().size()");
   CheckOrDie(grads.size() == params_.size(), "grads.size() == parameters().size()");
   CheckOrDie(has_grad.size() == params_.size(), "has_grad.size() == parameters().size()");
-  SgdElementParams h;
-  h.lr = static_cast<float>(options_.lr);
-  h.momentum = static_cast<float>(options_.momentum);
-  h.dampening = static_cast<float>(options_.dampening);
-  h.weight_decay = static_cast<float>(options_.weight_decay);
-  h.nesterov = options_.nesterov;
+  const SgdElementParams h = ToElementParams(options_);
   const bool use_momentum = options_.momentum != 0.0;
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!has_grad[i]) continue;

@@ -34,6 +34,10 @@ struct SgdOptions {
 // torch's constructor checks; OK otherwise.
 absl::Status ValidateSgdOptions(const SgdOptions& options);
 
+// The float hyper-parameters the per-element update (sgd_math.h) uses, on the host and in the
+// GPU kernel alike.
+SgdElementParams ToElementParams(const SgdOptions& options);
+
 // The name under which a parameter's momentum buffer is stored in a checkpoint.
 std::string MomentumBufferName(const std::string& parameter_name);
 

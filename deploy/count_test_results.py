@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Counts test cases from Bazel's test.xml files and prints "N passed, N failed".
+
+usage: count_test_results.py TESTLOGS_DIR //pkg:test ...
+
+A test target without a test.xml (it failed to build, or did not run) counts as one failure.
+Skipped cases (e.g. the GPU suite on a machine without a GPU) are listed but count as neither.
+"""
+import os
+import sys
+import xml.etree.ElementTree as ET
+
+
+def main():
+    testlogs, targets = sys.argv[1], sys.argv[2:]
+    passed = failed = skipped = 0
+    failures = []
+    for target in targets:
+        rel = target.lstrip("/").replace(":", "/")
+        path = os.path.join(testlogs, rel, "test.xml")
+        if not os.path.exists(path):
+            failed += 1
+            failures.append(f"{target} (no result: it did not build or did not run)")
+            continue
+        try:
+            root = ET.parse(path).getroot()
+        except ET.ParseError as e:
+            failed += 1
+            failures.append(f"{target} (unreadable test.xml: {e})")
+            continue
+        cases = list(root.iter("testcase"))
+        if not cases:
+            failed += 1
+            failures.append(f"{target} (no test cases in test.xml)")
+            continue
+        for case in cases:
+            name = f"{target} {case.get('classname', '')}.{case.get('name', '')}"
+            if case.find("failure") is not None or case.find("error") is not None:
+                failed += 1
+                failures.append(name)
+            elif case.find("skipped") is not None or case.get("result") == "skipped" \
+                    or case.get("status") == "notrun":
+                skipped += 1
+            else:
+                passed += 1
+    for f in failures:
+        print(f"FAILED: {f}")
+    if skipped:
+        print(f"{skipped} skipped (e.g. GPU tests on a machine without a GPU)")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

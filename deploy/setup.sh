@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs every Debian package the build, the tests and the demo need. Idempotent and quiet:
+# packages already present are not touched, and `apt-get update` runs at most once.
+set -euo pipefail
+
+PACKAGES=(
+  bazel-bootstrap bazel-rules-java default-jdk-headless
+  g++ pkg-config python3
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libgloo-dev libopenblas-dev zlib1g-dev libyaml-cpp-dev libsqlite3-dev
+  dataset-fashion-mnist
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${#missing[*]} Debian package(s): ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+CUDA_HOME=/usr/local/cuda
+if [ ! -x "$CUDA_HOME/bin/nvcc" ] || [ ! -f "$CUDA_HOME/include/nccl.h" ]; then
+  echo "setup: the CUDA 13 toolkit with NCCL is required at $CUDA_HOME (nvcc and nccl.h not found)." >&2
+  echo "       Install CUDA 13 and NCCL there; the GPU code is compiled in every build." >&2
+  exit 1
+fi

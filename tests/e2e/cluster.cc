@@ -1,0 +1,283 @@
+#include "tests/e2e/cluster.h"
+
+#include <stdlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+
+namespace ringleader {
+namespace e2e {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Pause between two checks of a polled condition.
+constexpr absl::Duration kPollPause = absl::Milliseconds(20);
+constexpr absl::Duration kRpcTimeout = absl::Seconds(10);
+
+std::chrono::system_clock::time_point DeadlineIn(absl::Duration d) {
+  return std::chrono::system_clock::now() + absl::ToChronoMilliseconds(d);
+}
+
+absl::Status ToStatus(const grpc::Status& s, const std::string& what) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      absl::StrCat(what, ": ", s.error_message()));
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string Tail(const std::string& path, int lines) {
+  std::ifstream in(path);
+  std::deque<std::string> kept;
+  std::string line;
+  while (std::getline(in, line)) {
+    kept.push_back(line);
+    if (static_cast<int>(kept.size()) > lines) kept.pop_front();
+  }
+  return absl::StrJoin(kept, "\n");
+}
+
+}  // namespace
+
+std::string RunfilePath(const std::string& relative) {
+  const char* srcdir = getenv("TEST_SRCDIR");
+  return (fs::path(srcdir ? srcdir : ".") / "ringleader" / relative).string();
+}
+
+bool IsTerminal(v1::JobState state) {
+  return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||
+         state == v1::JOB_STATE_CANCELLED;
+}
+
+std::string LastReason(const v1::JobStatus& job) {
+  return job.transitions().empty() ? "" : job.transitions().rbegin()->reason();
+}
+
+v1::JobSpec SmallSyntheticSpec(const std::string& name) {
+  v1::JobSpec spec;
+  spec.set_name(name);
+  spec.set_world_size(2);
+  spec.mutable_model()->set_kind("mlp");
+  for (uint32_t width : {32u, 64u, 8u}) spec.mutable_model()->add_layers(width);
+  spec.mutable_data()->set_dataset("synthetic");
+  spec.mutable_data()->set_max_train_examples(1024);
+  spec.mutable_data()->set_max_test_examples(256);
+  spec.set_epochs(1);
+  spec.set_batch_size(32);
+  spec.set_drift_interval_steps(4);
+  spec.set_collective_timeout_ms(20000);
+  return spec;
+}
+
+absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Start(const ClusterOptions& options) {
+  std::unique_ptr<Cluster> cluster(new Cluster());
+  const char* tmp = getenv("TEST_TMPDIR");
+  std::string pattern = (fs::path(tmp ? tmp : "/tmp") / "cluster-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) return absl::InternalError("mkdtemp failed");
+  cluster->dir_ = pattern;
+  absl::Status started = cluster->StartProcesses(options);
+  if (!started.ok()) {
+    return absl::Status(started.code(),
+                        absl::StrCat(started.message(), "\n", cluster->LogTails()));
+  }
+  return cluster;
+}
+
+absl::Status Cluster::StartProcesses(const ClusterOptions& options) {
+  const absl::Time deadline = absl::Now() + options.start_timeout;
+  const std::string port_file = (fs::path(dir_) / "coordinator.port").string();
+  absl::StatusOr<std::unique_ptr<ChildProcess>> coordinator = ChildProcess::Start(
+      {RunfilePath("coordinator/ringleader-coordinator"), "--listen=127.0.0.1:0",
+       "--port_file=" + port_file,
+       "--heartbeat_interval=" + absl::FormatDuration(options.heartbeat_interval)},
+      (fs::path(dir_) / "coordinator.log").string());
+  if (!coordinator.ok()) return coordinator.status();
+  coordinator_ = std::move(*coordinator);
+  while (true) {
+    address_ = std::string(absl::StripAsciiWhitespace(ReadFile(port_file)));
+    if (!address_.empty()) break;
+    if (coordinator_->HasExited()) {
+      return absl::InternalError(absl::StrCat("the coordinator exited: ",
+                                              coordinator_->Wait().Describe()));
+    }
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError("the coordinator never wrote its port file");
+    }
+    absl::SleepFor(kPollPause);
+  }
+  channel_ = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+  jobs_ = v1::JobService::NewStub(channel_);
+
+  for (int i = 0; i < options.workers; ++i) {
+    const std::string name = absl::StrCat("e2e-w", i);
+    std::vector<std::string> argv = {
+        RunfilePath("worker/ringleader-worker"),
+        "--coordinator=" + address_,
+        "--name=" + name,
+        "--work_dir=" + (fs::path(dir_) / name).string(),
+        "--rank_binary=" + RunfilePath("worker/ringleader-rank"),
+        "--kill_grace=2s",
+        "--wait_timeout=2s",
+    };
+    argv.insert(argv.end(), options.worker_flags.begin(), options.worker_flags.end());
+    absl::StatusOr<std::unique_ptr<ChildProcess>> worker =
+        ChildProcess::Start(argv, (fs::path(dir_) / (name + ".log")).string());
+    if (!worker.ok()) return worker.status();
+    workers_.push_back(std::move(*worker));
+  }
+  return WaitForIdleWorkers(options.workers, deadline - absl::Now());
+}
+
+Cluster::~Cluster() {
+  for (auto& worker : workers_) worker->Terminate(absl::Seconds(3));
+  for (auto& worker : workers_) worker->Wait();
+  if (coordinator_) {
+    coordinator_->Terminate(absl::Seconds(3));
+    coordinator_->Wait();
+  }
+}
+
+std::vector<ExitInfo> Cluster::StopWorkers() {
+  std::vector<ExitInfo> exits;
+  for (auto& worker : workers_) worker->Terminate(absl::Seconds(5));
+  for (auto& worker : workers_) exits.push_back(worker->Wait());
+  return exits;
+}
+
+bool Cluster::WorkerRunning(int i) const { return !workers_.at(i)->HasExited(); }
+
+absl::StatusOr<std::string> Cluster::Submit(const v1::JobSpec& spec) {
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(kRpcTimeout));
+  v1::SubmitJobRequest request;
+  *request.mutable_spec() = spec;
+  v1::SubmitJobResponse response;
+  grpc::Status status = jobs_->SubmitJob(&context, request, &response);
+  if (!status.ok()) return ToStatus(status, "SubmitJob");
+  return response.job_id();
+}
+
+absl::StatusOr<v1::JobStatus> Cluster::GetJob(const std::string& job_id) {
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(kRpcTimeout));
+  v1::GetJobRequest request;
+  request.set_job_id(job_id);
+  v1::GetJobResponse response;
+  grpc::Status status = jobs_->GetJob(&context, request, &response);
+  if (!status.ok()) return ToStatus(status, "GetJob");
+  return response.job();
+}
+
+JobHistory Cluster::WaitForEnd(const std::string& job_id, absl::Duration timeout) {
+  JobHistory history;
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + timeout;
+  uint64_t version = 0;
+  while (absl::Now() < deadline) {
+    const absl::Duration wait = std::min(absl::Seconds(2), deadline - absl::Now());
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(wait + kRpcTimeout));
+    v1::WatchJobRequest request;
+    request.set_job_id(job_id);
+    request.set_after_version(version);
+    request.set_wait_timeout_ms(
+        static_cast<uint32_t>(std::max<int64_t>(1, absl::ToInt64Milliseconds(wait))));
+    v1::WatchJobResponse response;
+    if (!jobs_->WatchJob(&context, request, &response).ok()) {
+      absl::SleepFor(kPollPause);
+      continue;
+    }
+    history.final = response.job();
+    version = response.job().version();
+    for (const v1::RankStatus& rank : response.job().ranks()) {
+      if (!rank.has_last_step()) continue;
+      std::vector<v1::StepReport>& seen = history.observed_steps[rank.rank()];
+      if (seen.empty() || seen.back().step() != rank.last_step().step()) {
+        seen.push_back(rank.last_step());
+      }
+    }
+    if (IsTerminal(response.job().state())) {
+      history.ended = true;
+      break;
+    }
+  }
+  history.elapsed = absl::Now() - start;
+  return history;
+}
+
+absl::Status Cluster::WaitForIdleWorkers(int n, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::string last;
+  while (true) {
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(kRpcTimeout));
+    v1::ListWorkersResponse response;
+    grpc::Status status = jobs_->ListWorkers(&context, v1::ListWorkersRequest(), &response);
+    if (status.ok()) {
+      int idle = 0;
+      for (const v1::WorkerStatus& worker : response.workers()) {
+        if (worker.state() == v1::WORKER_STATE_IDLE) ++idle;
+      }
+      if (idle >= n) return absl::OkStatus();
+      last = absl::StrCat(idle, " of ", n, " workers idle");
+    } else {
+      last = status.error_message();
+    }
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("workers never became idle: ", last));
+    }
+    absl::SleepFor(kPollPause * 2);
+  }
+}
+
+CliResult Cluster::RunCli(const std::vector<std::string>& args, absl::Duration timeout) {
+  CliResult result;
+  std::vector<std::string> argv = {RunfilePath("client/ringleader"), "--coordinator", address_};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string log = (fs::path(dir_) / absl::StrCat("cli-", cli_runs_++, ".out")).string();
+  absl::StatusOr<std::unique_ptr<ChildProcess>> cli = ChildProcess::Start(argv, log);
+  if (!cli.ok()) {
+    result.output = std::string(cli.status().message());
+    return result;
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!(*cli)->HasExited() && absl::Now() < deadline) absl::SleepFor(kPollPause);
+  if (!(*cli)->HasExited()) (*cli)->Terminate(absl::Seconds(1));
+  const ExitInfo exit = (*cli)->Wait();
+  result.exit_code = exit.signaled ? -exit.signal : exit.exit_code;
+  result.output = ReadFile(log);
+  return result;
+}
+
+std::string Cluster::LogTails(int lines) const {
+  std::vector<std::string> logs;
+  std::error_code error;
+  for (const auto& entry : fs::recursive_directory_iterator(dir_, error)) {
+    const std::string path = entry.path().string();
+    if (entry.is_regular_file() && (entry.path().extension() == ".log")) logs.push_back(path);
+  }
+  std::sort(logs.begin(), logs.end());
+  std::string text;
+  for (const std::string& path : logs) {
+    absl::StrAppend(&text, "---- ", path, "\n", Tail(path, lines), "\n");
+  }
+  return text;
+}
+
+}  // namespace e2e
+}  // namespace ringleader

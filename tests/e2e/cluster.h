@@ -1,0 +1,106 @@
+// A whole ringleader cluster on this machine for end-to-end tests: the real coordinator binary
+// (listening on a free port), N real worker daemons (each running real rank processes), and the
+// CLI — every one a supervised child process in its own process group, stopped (SIGTERM, then
+// SIGKILL) when the cluster is destroyed, also when a test fails half-way.
+//
+// Binaries come from the test's runfiles (data dependencies). Every wait polls a condition
+// against a deadline; nothing waits "a bit".
+//
+// Thread-safety: one test thread uses a cluster.
+#ifndef RINGLEADER_TESTS_E2E_CLUSTER_H_
+#define RINGLEADER_TESTS_E2E_CLUSTER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/ringleader.grpc.pb.h"
+#include "worker/child_process.h"
+
+namespace ringleader {
+namespace e2e {
+
+struct ClusterOptions {
+  int workers = 2;
+  // Extra flags of every worker daemon (e.g. --rank_args=...).
+  std::vector<std::string> worker_flags;
+  // Coordinator heartbeat interval: how fast abort orders reach the daemons.
+  absl::Duration heartbeat_interval = absl::Milliseconds(300);
+  // How long Start waits for the coordinator's port and every worker's registration.
+  absl::Duration start_timeout = absl::Seconds(30);
+};
+
+// What WaitForEnd saw of a job.
+struct JobHistory {
+  v1::JobStatus final;  // the terminal status (or the last one seen at the deadline)
+  bool ended = false;   // reached a terminal state before the deadline
+  // Every distinct last_step observed per rank, in order (a sample: steps between two
+  // observations are not seen).
+  std::map<uint32_t, std::vector<v1::StepReport>> observed_steps;
+  absl::Duration elapsed;  // from WaitForEnd's start to the end
+};
+
+struct CliResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+class Cluster {
+ public:
+  // Starts coordinator and workers; waits until every worker is registered and IDLE.
+  static absl::StatusOr<std::unique_ptr<Cluster>> Start(const ClusterOptions& options);
+  ~Cluster();  // stops every process
+
+  const std::string& address() const { return address_; }
+  const std::string& dir() const { return dir_; }
+
+  absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
+  absl::StatusOr<v1::JobStatus> GetJob(const std::string& job_id);
+  // Follows the job with WatchJob until it ends or `timeout` passes.
+  JobHistory WaitForEnd(const std::string& job_id, absl::Duration timeout);
+  // Waits until `n` workers are registered and IDLE.
+  absl::Status WaitForIdleWorkers(int n, absl::Duration timeout);
+  // Whether worker daemon i's process still runs.
+  bool WorkerRunning(int i) const;
+  // Runs the `ringleader` CLI against this cluster (--coordinator is added) and waits for it.
+  CliResult RunCli(const std::vector<std::string>& args, absl::Duration timeout);
+
+  // SIGTERMs the workers and returns how each daemon exited (0 = clean shutdown).
+  std::vector<ExitInfo> StopWorkers();
+
+  // The last lines of every process's log (coordinator, daemons, rank processes): for failure
+  // messages.
+  std::string LogTails(int lines = 15) const;
+
+ private:
+  Cluster() = default;
+  absl::Status StartProcesses(const ClusterOptions& options);
+
+  std::string dir_;
+  std::string address_;
+  std::unique_ptr<ChildProcess> coordinator_;
+  std::vector<std::unique_ptr<ChildProcess>> workers_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::JobService::Stub> jobs_;
+  int cli_runs_ = 0;
+};
+
+// Path of a binary in the test's runfiles, e.g. "worker/ringleader-worker".
+std::string RunfilePath(const std::string& relative);
+
+bool IsTerminal(v1::JobState state);
+
+// The reason of the job's last state transition.
+std::string LastReason(const v1::JobStatus& job);
+
+// A small synthetic job that trains in about a second with two ranks.
+v1::JobSpec SmallSyntheticSpec(const std::string& name);
+
+}  // namespace e2e
+}  // namespace ringleader
+
+#endif  // RINGLEADER_TESTS_E2E_CLUSTER_H_

@@ -1,0 +1,583 @@
+// One rank's training: see training_loop.h for the sequence and the fault semantics.
+#include "worker/training_loop.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/job_spec.h"
+#include "common/status_macros.h"
+#include "worker/checkpoint/checkpoint.h"
+#include "worker/checkpoint/training_state.h"
+#include "worker/data/dataset.h"
+#include "worker/data/distributed_sampler.h"
+#include "worker/data/fashion_mnist.h"
+#include "worker/sync/buffer_sync.h"
+#include "worker/sync/drift.h"
+#include "worker/sync/reducer.h"
+#include "worker/trainer/mlp.h"
+#include "worker/trainer/norm.h"
+#include "worker/trainer/sgd.h"
+
+namespace ringleader {
+namespace {
+
+// Synthetic data set sizes when the spec leaves max_*_examples at 0.
+constexpr size_t kSyntheticTrainDefault = 4096;
+constexpr size_t kSyntheticTestDefault = 1024;
+
+absl::Status Annotate(const absl::Status& status, const std::string& where) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(where, ": ", status.message()));
+}
+
+double Milliseconds(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+
+double SquaredNorm(const float* v, size_t n) {
+  const double norm = L2Norm(v, n);
+  return norm * norm;
+}
+
+// Keeps the file name safe whatever the job id holds.
+std::string SafeFileName(std::string name) {
+  for (char& c : name) {
+    const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '.' || c == '_' || c == '-';
+    if (!keep) c = '_';
+  }
+  if (name.empty() || name[0] == '.') name.insert(0, "job");
+  return name;
+}
+
+Dataset Slice(const Dataset& d, size_t begin, size_t end) {
+  Dataset out;
+  out.size = end - begin;
+  out.features = d.features;
+  out.num_classes = d.num_classes;
+  out.x.assign(d.x.begin() + begin * d.features, d.x.begin() + end * d.features);
+  out.y.assign(d.y.begin() + begin, d.y.begin() + end);
+  return out;
+}
+
+struct TrainTest {
+  Dataset train;
+  Dataset test;
+};
+
+absl::StatusOr<TrainTest> LoadData(const v1::JobSpec& spec) {
+  const v1::DataSpec& data = spec.data();
+  if (data.dataset() == "fashion-mnist") {
+    ASSIGN_OR_RETURN(FashionMnist loaded,
+                     LoadFashionMnist(data.path().empty() ? kDefaultFashionMnistDir : data.path(),
+                                      data.max_train_examples(), data.max_test_examples()));
+    return TrainTest{std::move(loaded.train), std::move(loaded.test)};
+  }
+  if (data.dataset() == "synthetic") {
+    const size_t train =
+        data.max_train_examples() ? data.max_train_examples() : kSyntheticTrainDefault;
+    const size_t test = data.max_test_examples() ? data.max_test_examples() : kSyntheticTestDefault;
+    const auto& layers = spec.model().layers();
+    // One draw split in two: the class centres depend on the seed, so both halves must come
+    // from the same call.
+    Dataset all = MakeSyntheticDataset(
+        train + test, layers.Get(0), static_cast<int>(layers.Get(layers.size() - 1)), spec.seed());
+    return TrainTest{Slice(all, 0, train), Slice(all, train, train + test)};
+  }
+  return absl::InvalidArgumentError(absl::StrCat("data.dataset: unknown data set '", data.dataset(),
+                                                 "' (expected fashion-mnist or synthetic)"));
+}
+
+absl::StatusOr<DataType> CommDtype(const std::string& name) {
+  if (name.empty() || name == "fp32") return DataType::kFloat32;
+  if (name == "bf16") return DataType::kBFloat16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("sync.comm_dtype: unknown dtype '", name, "' (expected fp32 or bf16)"));
+}
+
+absl::Status DefaultCrash(uint64_t step) {
+  std::fprintf(stderr, "injected crash fault: aborting at step %llu\n",
+               static_cast<unsigned long long>(step));
+  std::fflush(stderr);
+  std::abort();
+}
+
+// One rank of one attempt. Members are declared so that the reducer dies before the
+// collective it uses.
+class RankTrainer {
+ public:
+  RankTrainer(const v1::Assignment& assignment, CoordinatorClient* client,
+              const TrainingLoopOptions& options)
+      : assignment_(assignment),
+        client_(client),
+        options_(options),
+        clock_(options.clock ? options.clock : Clock::Real()),
+        rank_(assignment.rank()),
+        world_(assignment.world_size()) {}
+
+  absl::StatusOr<TrainingOutcome> Run() {
+    RETURN_IF_ERROR(Annotate(Join(), absl::StrCat("rank ", rank_, ": joining")));
+    RETURN_IF_ERROR(Annotate(Setup(), absl::StrCat("rank ", rank_, ": setting up")));
+    absl::Status trained = Train();
+    if (!trained.ok()) {
+      comm_->Abort(trained);  // fail whatever is still queued at once
+      // Best effort: the coordinator shows the last step this rank completed.
+      reporter_->Flush().IgnoreError();
+      return trained;
+    }
+    RETURN_IF_ERROR(Annotate(reporter_->Flush(), absl::StrCat("rank ", rank_, ": reporting")));
+    RETURN_IF_ERROR(Annotate(WriteFinalCheckpoint(), absl::StrCat("rank ", rank_, ": checkpoint")));
+    Log(absl::StrFormat("rank %d finished: %d steps, final loss %.4f%s", rank_, outcome_.steps,
+                        outcome_.final_loss,
+                        outcome_.checkpoint_path.empty()
+                            ? ""
+                            : absl::StrCat(", checkpoint ", outcome_.checkpoint_path)));
+    return outcome_;
+  }
+
+ private:
+  void Log(const std::string& line) const {
+    if (options_.log) {
+      options_.log(line);
+    } else {
+      std::cerr << "[ringleader-rank] " << line << std::endl;
+    }
+  }
+
+  absl::Status Join() {
+    v1::JobSpec received = assignment_.spec();
+    if (options_.mutate_spec_for_test) {
+      received.mutable_optimizer()->set_learning_rate(received.optimizer().learning_rate() * 2);
+    }
+    fingerprint_ = JobSpecFingerprint(received);
+    v1::JoinJobRequest request;
+    request.set_job_id(assignment_.job_id());
+    request.set_generation(assignment_.generation());
+    request.set_rank(rank_);
+    request.set_worker_id(options_.worker_id);
+    request.set_spec_fingerprint(fingerprint_);
+    RETURN_IF_ERROR(client_->JoinJob(request).status());
+    // What this rank runs is what it fingerprinted (defaults filled in, which changes nothing
+    // for a spec the coordinator accepted).
+    spec_ = received;
+    ApplyJobSpecDefaults(&spec_);
+    return absl::OkStatus();
+  }
+
+  absl::Status Setup() {
+    if (world_ < 1 || rank_ >= world_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("assignment: rank ", rank_, " is outside world size ", world_));
+    }
+    if (spec_.model().kind() != "mlp") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model.kind: '", spec_.model().kind(), "' is not supported (mlp)"));
+    }
+    if (spec_.optimizer().kind() != "sgd") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("optimizer.kind: '", spec_.optimizer().kind(), "' is not supported (sgd)"));
+    }
+    if (!options_.make_collective) {
+      return absl::InvalidArgumentError("no collective factory configured");
+    }
+    ASSIGN_OR_RETURN(data_, LoadData(spec_));
+
+    std::vector<size_t> layers(spec_.model().layers().begin(), spec_.model().layers().end());
+    MlpOptions mlp_options;
+    mlp_options.with_buffers = spec_.model().with_buffers();
+    model_ = std::make_unique<Mlp>(layers, spec_.seed(), mlp_options);
+    RETURN_IF_ERROR(Annotate(model_->CheckCompatible(data_.train), "training data"));
+    RETURN_IF_ERROR(Annotate(model_->CheckCompatible(data_.test), "test data"));
+    RETURN_IF_ERROR(ClassifyParameters());
+
+    SgdOptions sgd;
+    sgd.lr = spec_.optimizer().learning_rate();
+    sgd.momentum = spec_.optimizer().momentum();
+    sgd.dampening = spec_.optimizer().dampening();
+    sgd.weight_decay = spec_.optimizer().weight_decay();
+    sgd.nesterov = spec_.optimizer().nesterov();
+    RETURN_IF_ERROR(ValidateSgdOptions(sgd));
+    optimizer_ = std::make_unique<SgdOptimizer>(model_->parameters(), sgd);
+    sampler_ = std::make_unique<DistributedSampler>(data_.train.size, world_, rank_, spec_.seed());
+
+    v1::Assignment effective = assignment_;
+    *effective.mutable_spec() = spec_;
+    ASSIGN_OR_RETURN(comm_, options_.make_collective(effective));
+
+    collective_timeout_ = absl::Milliseconds(spec_.collective_timeout_ms());
+    ReducerOptions reducer_options;
+    reducer_options.bucket_cap_mb = spec_.sync().bucket_cap_mb();
+    reducer_options.first_bucket_mb = spec_.sync().first_bucket_mb();
+    reducer_options.find_unused_parameters = spec_.sync().find_unused_parameters();
+    reducer_options.gradient_accumulation_steps =
+        static_cast<int>(spec_.sync().gradient_accumulation_steps());
+    ASSIGN_OR_RETURN(reducer_options.comm_dtype, CommDtype(spec_.sync().comm_dtype()));
+    reducer_options.overlap = spec_.sync().overlap();
+    reducer_options.rebuild_buckets = spec_.sync().rebuild_buckets();
+    reducer_options.timeout = collective_timeout_;
+    reducer_options.clock = clock_;
+    ASSIGN_OR_RETURN(reducer_, Reducer::Create(comm_.get(), trainable_infos_, reducer_options));
+    BindGradients();
+
+    reporter_ = std::make_unique<ProgressReporter>(
+        client_, assignment_.job_id(), assignment_.generation(), rank_, options_.reporting);
+    Log(absl::StrFormat(
+        "rank %d/%d of job %s (generation %d): %s, %d train / %d test examples, %d parameters "
+        "in %d buckets, backend %s",
+        rank_, world_, assignment_.job_id(), assignment_.generation(), spec_.data().dataset(),
+        data_.train.size, data_.test.size, model_->parameter_count(),
+        reducer_->layout().buckets.size(), comm_->backend_name()));
+    return absl::OkStatus();
+  }
+
+  // Frozen parameters stay out of the reducer (like requires_grad=False in DDP); fault-injected
+  // unused ones stay in it and simply never become ready on the fault rank.
+  absl::Status ClassifyParameters() {
+    const std::vector<ParameterInfo>& infos = model_->parameters();
+    std::set<std::string> known;
+    for (const ParameterInfo& info : infos) known.insert(info.name);
+    const std::set<std::string> frozen(spec_.model().frozen_parameters().begin(),
+                                       spec_.model().frozen_parameters().end());
+    for (const std::string& name : frozen) {
+      if (!known.count(name)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("model.frozen_parameters: unknown parameter '", name, "'"));
+      }
+    }
+    const v1::FaultSpec& faults = spec_.model().faults();
+    std::set<std::string> unused;
+    if (faults.unused_parameter_rank() == static_cast<int32_t>(rank_)) {
+      for (const std::string& name : faults.unused_parameters_on_rank()) {
+        if (!known.count(name)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "model.faults.unused_parameters_on_rank: unknown parameter '", name, "'"));
+        }
+        unused.insert(name);
+      }
+    }
+    bypass_ = faults.bypass_sync() && faults.bypass_sync_rank() == static_cast<int32_t>(rank_);
+    skip_.assign(infos.size(), false);
+    reducer_index_.assign(infos.size(), -1);
+    frozen_.assign(infos.size(), false);
+    for (size_t i = 0; i < infos.size(); ++i) {
+      frozen_[i] = frozen.count(infos[i].name) > 0;
+      skip_[i] = frozen_[i] || unused.count(infos[i].name) > 0;
+      if (!frozen_[i]) {
+        reducer_index_[i] = static_cast<int>(trainable_infos_.size());
+        trainable_infos_.push_back(infos[i]);
+      }
+      if (frozen_[i]) frozen_grads_.emplace_back(infos[i].count, 0.0f);
+    }
+    if (trainable_infos_.empty()) {
+      return absl::InvalidArgumentError(
+          "model.frozen_parameters: every parameter is frozen; nothing to train");
+    }
+    return absl::OkStatus();
+  }
+
+  // Points the model's gradients at the reducer's bucket views (frozen parameters get a slot of
+  // their own that nothing writes). A bypassing rank keeps the model's own storage: it hands
+  // its gradients to the reducer by copy and steps with the unsynced originals.
+  void BindGradients() {
+    if (bypass_) return;
+    const std::vector<float*> slots = reducer_->gradient_slots();
+    std::vector<float*> bound(reducer_index_.size());
+    size_t next_frozen = 0;
+    for (size_t i = 0; i < bound.size(); ++i) {
+      bound[i] =
+          reducer_index_[i] >= 0 ? slots[reducer_index_[i]] : frozen_grads_[next_frozen++].data();
+    }
+    model_->BindGradients(bound);
+  }
+
+  absl::Status Train() {
+    const uint32_t accumulation = spec_.sync().gradient_accumulation_steps();
+    const size_t batch = spec_.batch_size();
+    const size_t micro_batches = (sampler_->num_samples() + batch - 1) / batch;
+    const uint64_t steps_per_epoch = micro_batches / accumulation;
+    if (steps_per_epoch == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch_size x sync.gradient_accumulation_steps (", batch, " x ",
+                       accumulation, ") needs more examples than this rank gets per epoch (",
+                       sampler_->num_samples(), "): lower them or use more data"));
+    }
+    const uint64_t max_steps = spec_.max_steps();
+    const uint64_t total_steps =
+        max_steps > 0 ? std::min<uint64_t>(max_steps, steps_per_epoch * spec_.epochs())
+                      : steps_per_epoch * spec_.epochs();
+    const v1::FaultSpec& faults = spec_.model().faults();
+    const bool crash_here =
+        faults.crash_at_step() > 0 && faults.crash_rank() == static_cast<int32_t>(rank_);
+
+    uint64_t step = 0;
+    for (uint32_t epoch = 0; epoch < spec_.epochs() && step < total_steps; ++epoch) {
+      const std::vector<size_t> indices = sampler_->Indices(epoch);
+      double loss_sum = 0;
+      uint64_t epoch_steps = 0;
+      for (uint64_t s = 0; s < steps_per_epoch && step < total_steps; ++s) {
+        const uint64_t this_step = step + 1;
+        const std::string where =
+            absl::StrCat("rank ", rank_, ", step ", this_step, " (epoch ", epoch, ")");
+        if (crash_here && this_step == faults.crash_at_step()) {
+          RETURN_IF_ERROR(Annotate(
+              options_.crash ? options_.crash(this_step) : DefaultCrash(this_step), where));
+        }
+        v1::StepReport report;
+        RETURN_IF_ERROR(Annotate(
+            TrainStep(this_step, epoch, indices, s * accumulation * batch, &report), where));
+        step = this_step;
+        const uint32_t drift_interval = spec_.drift_interval_steps();
+        if (drift_interval > 0 && (step % drift_interval == 0 || step == total_steps)) {
+          RETURN_IF_ERROR(Annotate(MeasureDriftInto(&report), where));
+        }
+        loss_sum += report.loss();
+        ++epoch_steps;
+        outcome_.steps = step;
+        outcome_.final_loss = report.loss();
+        RETURN_IF_ERROR(Annotate(reporter_->AddStep(report), where));
+      }
+      RETURN_IF_ERROR(EndEpoch(epoch, epoch_steps > 0 ? loss_sum / epoch_steps : 0));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status TrainStep(uint64_t step, uint32_t epoch, const std::vector<size_t>& indices,
+                         size_t first, v1::StepReport* report) {
+    const absl::Time start = clock_->Now();
+    const int accumulation = static_cast<int>(spec_.sync().gradient_accumulation_steps());
+    const size_t batch = spec_.batch_size();
+    reducer_->ZeroGradients();
+    if (bypass_) model_->ZeroGradients();
+
+    double loss_sum = 0;
+    double local_squared = 0;
+    absl::Duration compute;
+    for (int k = 0; k < accumulation; ++k) {
+      const bool sync = k == accumulation - 1;
+      reducer_->BeginMicroBatch(k);
+      const size_t begin = std::min(indices.size(), first + k * batch);
+      const size_t end = std::min(indices.size(), begin + batch);
+      std::vector<size_t> micro(indices.begin() + begin, indices.begin() + end);
+      GatherBatch(data_.train, micro, &x_, &y_);
+      BackwardOptions backward;
+      backward.loss_scale = 1.0f / static_cast<float>(accumulation);
+      backward.skip = skip_;
+      if (!bypass_) {
+        backward.on_ready = [&, sync](size_t i) {
+          // Before MarkReady: it may launch the bucket, which averages this gradient in place.
+          if (sync) local_squared += SquaredNorm(model_->grad(i), model_->parameters()[i].count);
+          reducer_->MarkReady(static_cast<size_t>(reducer_index_[i]));
+        };
+      }
+      const absl::Time compute_start = clock_->Now();
+      ASSIGN_OR_RETURN(const double loss,
+                       model_->ForwardBackward(x_.data(), y_.data(), micro.size(), backward));
+      compute += clock_->Now() - compute_start;
+      if (!std::isfinite(loss)) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("loss is ", loss, ": training diverged (lower optimizer.learning_rate)"));
+      }
+      loss_sum += loss;
+    }
+    if (bypass_) HandOverLocalGradients(&local_squared);
+
+    StepSyncStats stats;
+    RETURN_IF_ERROR(reducer_->FinishStep(&stats));
+    if (reducer_->layout_changed()) BindGradients();
+    BufferSyncOptions buffers;
+    buffers.broadcast_buffers = spec_.sync().broadcast_buffers();
+    buffers.ignore_bool_buffers = spec_.sync().ignore_bool_buffers();
+    buffers.timeout = collective_timeout_;
+    RETURN_IF_ERROR(BroadcastBuffers(comm_.get(), model_->buffers(), buffers, reducer_->ledger()));
+
+    // The gradients the optimizer uses: the bucket views, or a bypassing rank's own.
+    const std::vector<ParameterInfo>& infos = model_->parameters();
+    std::vector<float*> params(infos.size());
+    std::vector<const float*> grads(infos.size());
+    std::vector<bool> has_grad(infos.size());
+    std::vector<const float*> synced;
+    std::vector<size_t> synced_counts;
+    for (size_t i = 0; i < infos.size(); ++i) {
+      params[i] = model_->param(i);
+      grads[i] = model_->grad(i);
+      has_grad[i] = !frozen_[i];
+      if (!frozen_[i]) {
+        synced.push_back(grads[i]);
+        synced_counts.push_back(infos[i].count);
+      }
+    }
+    const double synced_norm = L2Norm(synced, synced_counts);
+    optimizer_->Step(params, grads, has_grad);
+
+    report->set_step(step);
+    report->set_epoch(epoch);
+    report->set_loss(loss_sum / accumulation);
+    report->set_local_grad_norm(std::sqrt(local_squared));
+    report->set_synced_grad_norm(synced_norm);
+    report->set_step_ms(Milliseconds(clock_->Now() - start));
+    report->set_compute_ms(Milliseconds(compute));
+    report->set_comm_ms(Milliseconds(stats.comm_time));
+    report->set_overlapped_comm_ms(Milliseconds(stats.hidden_comm_time));
+    report->set_collective_digest(stats.collective_digest);
+    report->set_collectives(static_cast<uint32_t>(stats.collectives));
+    return absl::OkStatus();
+  }
+
+  // The bypassing rank still feeds the reducer (so its peers' collectives match), with copies of
+  // its local gradients, marked in backward order.
+  void HandOverLocalGradients(double* local_squared) {
+    const std::vector<float*> slots = reducer_->gradient_slots();
+    const std::vector<ParameterInfo>& infos = model_->parameters();
+    for (size_t i = infos.size(); i-- > 0;) {
+      if (reducer_index_[i] < 0) continue;
+      const float* local = model_->grad(i);
+      *local_squared += SquaredNorm(local, infos[i].count);
+      std::copy(local, local + infos[i].count, slots[reducer_index_[i]]);
+      if (!skip_[i]) reducer_->MarkReady(static_cast<size_t>(reducer_index_[i]));
+    }
+  }
+
+  absl::Status MeasureDriftInto(v1::StepReport* report) {
+    const std::vector<ParameterInfo>& infos = model_->parameters();
+    std::vector<const float*> params(infos.size());
+    for (size_t i = 0; i < infos.size(); ++i) params[i] = model_->param(i);
+    DriftOptions drift_options;
+    drift_options.timeout = collective_timeout_;
+    drift_options.ledger = reducer_->ledger();
+    ASSIGN_OR_RETURN(const DriftResult drift,
+                     MeasureDrift(comm_.get(), infos, params, drift_options));
+    report->set_has_drift(true);
+    report->set_drift(drift.max_drift);
+    report->set_drift_parameter(drift.worst_parameter);
+    return absl::OkStatus();
+  }
+
+  absl::Status EndEpoch(uint32_t epoch, double train_loss) {
+    if (rank_ != 0) {
+      Log(absl::StrFormat("rank %d epoch %d: train loss %.4f", rank_, epoch, train_loss));
+      return absl::OkStatus();
+    }
+    const Mlp::EvalResult eval = model_->Evaluate(data_.test, 256);
+    v1::EpochReport report;
+    report.set_epoch(epoch);
+    report.set_test_accuracy(eval.accuracy);
+    report.set_test_loss(eval.loss);
+    report.set_train_loss(train_loss);
+    outcome_.last_test_accuracy = eval.accuracy;
+    Log(absl::StrFormat("rank 0 epoch %d: train loss %.4f, test loss %.4f, test accuracy %.4f",
+                        epoch, train_loss, eval.loss, eval.accuracy));
+    return Annotate(reporter_->AddEpoch(report),
+                    absl::StrCat("rank ", rank_, ", end of epoch ", epoch));
+  }
+
+  absl::Status WriteFinalCheckpoint() {
+    if (rank_ != 0 || spec_.checkpoint_dir().empty()) return absl::OkStatus();
+    const std::string path = absl::StrCat(spec_.checkpoint_dir(), "/",
+                                          SafeFileName(assignment_.job_id()), "/final.ckpt");
+    // The epoch the next step would belong to.
+    const uint64_t epoch = outcome_.steps == 0 ? 0 : spec_.epochs();
+    RETURN_IF_ERROR(WriteCheckpoint(
+        path,
+        CaptureTrainingState(model_.get(), *optimizer_, outcome_.steps, epoch, fingerprint_)));
+    outcome_.checkpoint_path = path;
+    return absl::OkStatus();
+  }
+
+  const v1::Assignment& assignment_;
+  CoordinatorClient* const client_;
+  const TrainingLoopOptions& options_;
+  Clock* const clock_;
+  const uint32_t rank_;
+  const uint32_t world_;
+
+  std::string fingerprint_;
+  v1::JobSpec spec_;
+  TrainTest data_;
+  std::unique_ptr<Mlp> model_;
+  std::unique_ptr<SgdOptimizer> optimizer_;
+  std::unique_ptr<DistributedSampler> sampler_;
+  std::unique_ptr<Collective> comm_;
+  std::unique_ptr<Reducer> reducer_;  // after comm_: destroyed first
+  std::unique_ptr<ProgressReporter> reporter_;
+  absl::Duration collective_timeout_ = absl::Seconds(60);
+
+  std::vector<ParameterInfo> trainable_infos_;
+  std::vector<int> reducer_index_;  // model parameter -> reducer parameter, -1 = frozen
+  std::vector<bool> frozen_;
+  std::vector<bool> skip_;
+  std::vector<std::vector<float>> frozen_grads_;
+  bool bypass_ = false;
+  std::vector<float> x_;
+  std::vector<int32_t> y_;
+  TrainingOutcome outcome_;
+};
+
+// See TrainingLoopOptions::victim_report_delay.
+void GiveTheCulpritAHeadStart(const v1::Assignment& assignment, CoordinatorClient* client,
+                              const TrainingLoopOptions& options) {
+  const absl::Duration interval = std::max(options.victim_probe_interval, absl::Milliseconds(1));
+  v1::ReportProgressRequest probe;
+  probe.set_job_id(assignment.job_id());
+  probe.set_generation(assignment.generation());
+  probe.set_rank(assignment.rank());
+  for (absl::Duration waited; waited < options.victim_report_delay; waited += interval) {
+    absl::StatusOr<v1::ReportProgressResponse> answer = client->ReportProgress(probe);
+    // Over (someone reported first) or refused (stale): nothing left to wait for.
+    if (!answer.ok() && answer.status().code() != absl::StatusCode::kUnavailable) return;
+    if (answer.ok() && answer->stop()) return;
+    if (options.sleep) {
+      options.sleep(interval);
+    } else {
+      absl::SleepFor(interval);
+    }
+  }
+}
+
+bool LooksLikeAPeerFailure(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable ||
+         status.code() == absl::StatusCode::kDeadlineExceeded;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainingOutcome> RunTraining(const v1::Assignment& assignment,
+                                            CoordinatorClient* client,
+                                            const TrainingLoopOptions& options) {
+  RankTrainer trainer(assignment, client, options);
+  return trainer.Run();
+}
+
+RankRunResult RunRank(const v1::Assignment& assignment, CoordinatorClient* client,
+                      const TrainingLoopOptions& options) {
+  RankRunResult result;
+  absl::StatusOr<TrainingOutcome> outcome = RunTraining(assignment, client, options);
+  result.status = outcome.status();
+  if (outcome.ok()) result.outcome = *outcome;
+  if (!outcome.ok() && LooksLikeAPeerFailure(outcome.status())) {
+    GiveTheCulpritAHeadStart(assignment, client, options);
+  }
+
+  v1::FinishRankRequest request;
+  request.set_job_id(assignment.job_id());
+  request.set_generation(assignment.generation());
+  request.set_rank(assignment.rank());
+  request.set_ok(outcome.ok());
+  if (!outcome.ok()) request.set_error(std::string(outcome.status().message()));
+  if (outcome.ok()) request.set_checkpoint_path(outcome->checkpoint_path);
+  absl::StatusOr<v1::FinishRankResponse> finished = client->FinishRank(request);
+  const absl::StatusCode code = finished.status().code();
+  result.finish_reported = finished.ok() || code == absl::StatusCode::kFailedPrecondition ||
+                           code == absl::StatusCode::kNotFound;
+  if (!finished.ok()) {
+    std::cerr << "[ringleader-rank] FinishRank: " << finished.status() << std::endl;
+  }
+  return result;
+}
+
+}  // namespace ringleader
