@@ -3,7 +3,7 @@
 # default MLP on Fashion-MNIST over gloo; the CLI follows the job to its end and prints the test
 # accuracy per epoch and the final verdict. Everything is stopped on exit, also on Ctrl-C.
 #
-#   deploy/demo.sh [extra `ringleader submit` flags, e.g. --epochs 2]
+#   deploy/demo.sh [extra `ringleader submit` flags overriding deploy/demo_job.yaml, e.g. --epochs 2]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 deploy/setup.sh
@@ -54,7 +54,7 @@ done
 
 start=$(date +%s)
 rc=0
-"${cli[@]}" submit --name fashion-mnist-demo --world_size 2 --epochs 6 \
-  --set checkpoint_dir="$run_dir/checkpoints" "$@" --watch || rc=$?
+"${cli[@]}" submit deploy/demo_job.yaml --set checkpoint_dir="$run_dir/checkpoints" "$@" \
+  --watch || rc=$?
 echo "demo: finished in $(( $(date +%s) - start )) s"
 exit $rc
