@@ -351,6 +351,19 @@ TEST_F(CommandsTest, WatchOnTerminalRewritesTheProgressLine) {
   EXPECT_THAT(out_.str(), HasSubstr("CANCELLED"));
 }
 
+TEST_F(CommandsTest, WatchShowsTheTotalStepsTheRanksReport) {
+  env_.out_is_tty = true;
+  const v1::JobStatus running = RunningJob();
+  v1::JobStatus stepping = WithSteps(running, 121, 1, 1);
+  stepping.mutable_ranks(0)->mutable_last_step()->set_total_steps(4690);
+  stepping.mutable_ranks(1)->mutable_last_step()->set_total_steps(4690);
+  EXPECT_CALL(client_, Watch("j-3", _, _))
+      .WillOnce(Return(Watched(stepping, 1)))
+      .WillOnce(Return(Watched(Finished(running, v1::JOB_STATE_CANCELLED), 2)));
+  EXPECT_EQ(RunWatch("j-3", WatchOptions(), client_, env_), kExitFailure);
+  EXPECT_THAT(out_.str(), HasSubstr("\rstep 121/4690 | epoch 1"));
+}
+
 TEST_F(CommandsTest, WatchPacesPlainProgressLinesByTheClock) {
   WatchOptions options;
   options.plain_interval = absl::Seconds(5);

@@ -68,8 +68,10 @@ std::string ProgressText(const v1::JobStatus& job) {
     }
   }
   if (slowest == nullptr) return "";
-  const uint32_t max_steps = job.spec().max_steps();
-  return absl::StrCat("step ", slowest->step(), "/", max_steps > 0 ? absl::StrCat(max_steps) : "?",
+  // The ranks know the total (data set size, epochs, max_steps); older ranks send 0.
+  uint64_t total = slowest->total_steps();
+  if (total == 0) total = job.spec().max_steps();
+  return absl::StrCat("step ", slowest->step(), "/", total > 0 ? absl::StrCat(total) : "?",
                       " | epoch ", slowest->epoch(), " | loss ", FormatNumber(slowest->loss()),
                       " | step ", FormatNumber(slowest->step_ms(), 3), " ms | comm ",
                       FormatNumber(slowest->comm_ms(), 3), " ms");
