@@ -98,6 +98,11 @@ int WorkerDaemon::attempts_started() const {
   return attempts_started_;
 }
 
+WorkerDaemon::Lease WorkerDaemon::lease() const {
+  absl::MutexLock lock(&mu_);
+  return Lease{worker_id_, lease_epoch_};
+}
+
 absl::Duration WorkerDaemon::heartbeat_interval() const {
   absl::MutexLock lock(&mu_);
   return heartbeat_interval_;
@@ -120,11 +125,14 @@ void WorkerDaemon::Stop() {
   if (!child_running) client_->CancelAll();
 }
 
-bool WorkerDaemon::Register(const std::string& stale_id) {
+bool WorkerDaemon::Register(uint64_t stale_epoch) {
   absl::MutexLock registration(&register_mu_);
   {
     absl::MutexLock lock(&mu_);
-    if (worker_id_ != stale_id) return true;  // another thread registered meanwhile
+    // Another thread registered meanwhile. (Comparing ids would not do: registering again
+    // with the same incarnation gives the same id, and a late second registration would kill
+    // the rank the renewed lease already runs.)
+    if (lease_epoch_ != stale_epoch) return true;
   }
   v1::RegisterWorkerRequest request;
   request.set_name(options_.name);
@@ -141,15 +149,17 @@ bool WorkerDaemon::Register(const std::string& stale_id) {
   {
     absl::MutexLock lock(&mu_);
     worker_id_ = response->worker_id();
+    ++lease_epoch_;
     heartbeat_interval_ = response->heartbeat_interval_ms() > 0
                               ? absl::Milliseconds(response->heartbeat_interval_ms())
                               : options_.default_heartbeat_interval;
+    heartbeat_timeout_ = absl::Milliseconds(response->heartbeat_timeout_ms());
   }
-  Log(absl::StrCat(stale_id.empty() ? "registered" : "registered again", " as ",
+  Log(absl::StrCat(stale_epoch == 0 ? "registered" : "registered again", " as ",
                    response->worker_id(), " (name ", options_.name, ", incarnation ", incarnation_,
                    ")"));
   // A lost lease means the coordinator already failed whatever this worker was running.
-  if (!stale_id.empty()) TerminateChild(nullptr, "the worker's lease was lost");
+  if (stale_epoch != 0) TerminateChild(nullptr, "the worker's lease was lost");
   return true;
 }
 
@@ -164,17 +174,17 @@ void WorkerDaemon::HeartbeatLoop() {
   }
   bool failing = false;  // log only the first failure of a streak
   while (!stop_.WaitForNotificationWithTimeout(heartbeat_interval())) {
-    const std::string id = worker_id();
-    if (id.empty()) continue;
+    const Lease current = lease();
+    if (current.worker_id.empty()) continue;
     v1::HeartbeatRequest request;
-    request.set_worker_id(id);
+    request.set_worker_id(current.worker_id);
     request.set_incarnation(incarnation_);
     absl::StatusOr<v1::HeartbeatResponse> response = client_->Heartbeat(request);
     if (stop_.HasBeenNotified()) return;
     if (!response.ok()) {
       if (response.status().code() == absl::StatusCode::kNotFound) {
         Log(absl::StrCat("heartbeat: ", response.status().ToString(), "; registering again"));
-        Register(id);
+        Register(current.epoch);
       } else if (!failing) {
         Log(absl::StrCat("heartbeat failed: ", response.status().ToString()));
       }
@@ -211,20 +221,20 @@ absl::Status WorkerDaemon::Run() {
   }
   std::thread heartbeats(&WorkerDaemon::HeartbeatLoop, this);
   while (!stop_.HasBeenNotified()) {
-    const std::string id = worker_id();
-    if (id.empty()) {
-      if (!Register("")) stop_.WaitForNotificationWithTimeout(options_.retry_interval);
+    const Lease current = lease();
+    if (current.worker_id.empty()) {
+      if (!Register(0)) stop_.WaitForNotificationWithTimeout(options_.retry_interval);
       continue;
     }
     v1::WaitAssignmentRequest request;
-    request.set_worker_id(id);
+    request.set_worker_id(current.worker_id);
     request.set_wait_timeout_ms(
         static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.wait_assignment_timeout)));
     absl::StatusOr<v1::WaitAssignmentResponse> response = client_->WaitAssignment(request);
     if (stop_.HasBeenNotified()) break;
     if (!response.ok()) {
       if (response.status().code() == absl::StatusCode::kNotFound) {
-        if (Register(id)) continue;
+        if (Register(current.epoch)) continue;
       } else {
         Log(absl::StrCat("waiting for an assignment failed: ", response.status().ToString()));
       }
@@ -278,6 +288,18 @@ void WorkerDaemon::RunAttempt(const v1::Assignment& assignment) {
       absl::StrCat("--report_marker=", marker.string()),
   };
   if (options_.gpu >= 0) argv.push_back(absl::StrCat("--gpu=", options_.gpu));
+  {
+    // A rank whose collective failed because a peer vanished waits, before reporting, until
+    // the coordinator could have declared that peer's worker lost (heartbeat timeout plus one
+    // interval and some slack): the job's failure then names the culprit, not this victim. The
+    // wait ends early as soon as the coordinator says the attempt is over.
+    absl::MutexLock lock(&mu_);
+    if (heartbeat_timeout_ > absl::ZeroDuration()) {
+      argv.push_back(absl::StrCat(
+          "--victim_report_delay=",
+          absl::FormatDuration(heartbeat_timeout_ + heartbeat_interval_ + absl::Milliseconds(500))));
+    }
+  }
   argv.insert(argv.end(), options_.rank_extra_args.begin(), options_.rank_extra_args.end());
 
   absl::StatusOr<std::unique_ptr<ChildProcess>> child =

@@ -7,7 +7,9 @@
 //        ^   └─error: retry after retry_interval      ^                  │
 //        │                                                      └──child exited───┘
 //        └── Heartbeat / WaitAssignment answer NOT_FOUND (lease lost): register again with the
-//            same incarnation; a running child is terminated (its attempt failed already)
+//            same incarnation; a running child is terminated (its attempt failed already).
+//            The coordinator gives the same id back, so registrations are counted (the lease
+//            epoch): a NOT_FOUND to a call made under an epoch already renewed is ignored.
 //   any state ──Stop()──> STOPPED (child terminated, Run returns OK)
 //
 // While RUNNING, a heartbeat answer listing the running attempt in `abort` terminates the child:
@@ -109,9 +111,16 @@ class WorkerDaemon {
   int attempts_started() const;
 
  private:
-  // Registers (or registers again) when the current id is `stale_id`; no-op if another thread
-  // already replaced it. Returns false when registration failed.
-  bool Register(const std::string& stale_id);
+  // The current registration: its id and how many registrations succeeded so far (0 = none).
+  struct Lease {
+    std::string worker_id;
+    uint64_t epoch = 0;
+  };
+  Lease lease() const;
+  // Registers (or registers again) when the current lease epoch is still `stale_epoch` (the one
+  // a call answered NOT_FOUND was made under; 0 = first registration); no-op if another thread
+  // renewed the lease since. Returns false when registration failed.
+  bool Register(uint64_t stale_epoch);
   void HeartbeatLoop();
   void RunAttempt(const v1::Assignment& assignment);
   // Terminates the running child if it belongs to `attempt` (any attempt if null).
@@ -127,7 +136,11 @@ class WorkerDaemon {
   absl::Mutex register_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable absl::Mutex mu_;
   std::string worker_id_ ABSL_GUARDED_BY(mu_);
+  uint64_t lease_epoch_ ABSL_GUARDED_BY(mu_) = 0;  // successful registrations
   absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_);
+  // The coordinator's heartbeat timeout (zero until registered): sets how long a rank whose
+  // peer vanished waits for the peer's loss to be declared before reporting (see RankArgv).
+  absl::Duration heartbeat_timeout_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // The running child and its attempt; null when IDLE.
   ChildProcess* child_ ABSL_GUARDED_BY(mu_) = nullptr;

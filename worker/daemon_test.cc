@@ -93,6 +93,7 @@ class WorkerDaemonTest : public ::testing::Test {
       v1::RegisterWorkerResponse response;
       response.set_worker_id(absl::StrCat("w-", state_.registrations.size()));
       response.set_heartbeat_interval_ms(2);
+      response.set_heartbeat_timeout_ms(10000);
       return absl::StatusOr<v1::RegisterWorkerResponse>(response);
     }));
     ON_CALL(client_, Heartbeat(_)).WillByDefault(Invoke([this](const auto& request) {
@@ -256,6 +257,63 @@ TEST_F(WorkerDaemonTest, WaitAssignmentNotFoundRegistersAgain) {
   EXPECT_EQ(daemon_->worker_id(), "w-2");
 }
 
+// The real coordinator gives a daemon that registers again with its incarnation the SAME worker
+// id. When both threads hear NOT_FOUND for one lost lease, the second to handle it must see
+// that the lease was renewed since its call: registering once more would kill the rank the
+// renewed lease may already be running (a job assigned right after the renewal).
+TEST_F(WorkerDaemonTest, LateNotFoundForALeaseAlreadyRenewedDoesNotRegisterAgain) {
+  ON_CALL(client_, RegisterWorker(_)).WillByDefault(Invoke([this](const auto& request) {
+    absl::MutexLock lock(&state_.mu);
+    state_.registrations.push_back(request);
+    v1::RegisterWorkerResponse response;
+    response.set_worker_id("w-1");  // same incarnation, same id
+    response.set_heartbeat_interval_ms(2);
+    return absl::StatusOr<v1::RegisterWorkerResponse>(response);
+  }));
+  // Heartbeat #1 is in flight while the lease is lost: it is answered NOT_FOUND only after the
+  // assignment thread has registered again and polled under the renewed lease.
+  ON_CALL(client_, Heartbeat(_)).WillByDefault(Invoke([this](const auto& request) {
+    absl::MutexLock lock(&state_.mu);
+    state_.heartbeats.push_back(request);
+    if (state_.heartbeats.size() > 1) {
+      return absl::StatusOr<v1::HeartbeatResponse>(v1::HeartbeatResponse());
+    }
+    auto renewed = [this]() ABSL_SHARED_LOCKS_REQUIRED(state_.mu) {
+      return (state_.registrations.size() >= 2 && state_.polls >= 2) || state_.cancelled;
+    };
+    state_.mu.AwaitWithTimeout(absl::Condition(&renewed), kTestTimeout);
+    return absl::StatusOr<v1::HeartbeatResponse>(absl::NotFoundError("worker w-1 was lost"));
+  }));
+  // WaitAssignment #1 answers NOT_FOUND once heartbeat #1 is in flight.
+  ON_CALL(client_, WaitAssignment(_)).WillByDefault(Invoke([this](const auto& request) {
+    absl::MutexLock lock(&state_.mu);
+    ++state_.polls;
+    if (state_.polls == 1) {
+      auto in_flight = [this]() ABSL_SHARED_LOCKS_REQUIRED(state_.mu) {
+        return !state_.heartbeats.empty() || state_.cancelled;
+      };
+      state_.mu.AwaitWithTimeout(absl::Condition(&in_flight), kTestTimeout);
+      return absl::StatusOr<v1::WaitAssignmentResponse>(absl::NotFoundError("worker w-1 lost"));
+    }
+    auto cancelled = [this]() ABSL_SHARED_LOCKS_REQUIRED(state_.mu) { return state_.cancelled; };
+    state_.mu.AwaitWithTimeout(absl::Condition(&cancelled),
+                               absl::Milliseconds(request.wait_timeout_ms()));
+    if (state_.cancelled) {
+      return absl::StatusOr<v1::WaitAssignmentResponse>(absl::CancelledError("cancelled"));
+    }
+    return absl::StatusOr<v1::WaitAssignmentResponse>(v1::WaitAssignmentResponse());
+  }));
+  StartDaemon();
+  // Heartbeat #2 comes after the daemon handled #1's NOT_FOUND.
+  ASSERT_TRUE(WaitFor([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return state_.heartbeats.size() >= 2;
+  }));
+  absl::MutexLock lock(&state_.mu);
+  EXPECT_EQ(state_.registrations.size(), 2u)
+      << "the late NOT_FOUND registered again although the lease was renewed";
+  EXPECT_EQ(state_.heartbeats.back().worker_id(), "w-1");
+}
+
 TEST_F(WorkerDaemonTest, LostLeaseTerminatesTheRunningChild) {
   const std::string ready = (fs::path(std::getenv("TEST_TMPDIR")) / "lease.ready").string();
   {
@@ -305,6 +363,8 @@ TEST_F(WorkerDaemonTest, RankCommandLineCarriesAssignmentCoordinatorWorkerIdAndE
   EXPECT_THAT(text.str(), HasSubstr("--worker_id=w-1"));
   EXPECT_THAT(text.str(), HasSubstr("--report_marker=" + AttemptFile(a, "finish_reported")));
   EXPECT_THAT(text.str(), HasSubstr("--extra=1"));
+  // Heartbeat timeout 10 s + interval 2 ms + 500 ms slack.
+  EXPECT_THAT(text.str(), HasSubstr("--victim_report_delay=10.502s"));
   EXPECT_THAT(text.str(), ::testing::Not(HasSubstr("--gpu")));
   EXPECT_EQ(AttemptDirName(a), "job_with_space-g3-r1");
 }

@@ -3,6 +3,11 @@
 // reports FinishRank and, once the coordinator has its report, writes the report marker so the
 // daemon does not report for it again.
 //
+// Backends: gloo trains on the CPU; nccl trains on GPU --gpu (the daemon's --gpu; one daemon per
+// GPU) with the NCCL collective ordered after the trainer's compute stream. A rank that cannot
+// use its GPU reports FAILED_PRECONDITION "no usable GPU: ..." through FinishRank before any
+// rendezvous.
+//
 // Exit codes: 0 = the rank finished successfully; 1 = it failed (and said why in FinishRank,
 // if the coordinator was reachable); 2 = bad command line or unreadable assignment.
 #include <fstream>
@@ -20,6 +25,7 @@
 #include "proto/ringleader.pb.h"
 #include "worker/collective/gloo_collective.h"
 #include "worker/coordinator_key_value_store.h"
+#include "worker/gpu/nccl_collective.h"
 #include "worker/grpc_coordinator_client.h"
 #include "worker/training_loop.h"
 
@@ -34,7 +40,12 @@ ABSL_FLAG(std::string, collective_host, "127.0.0.1",
           "host's cluster-facing address for multi-host jobs.");
 ABSL_FLAG(int, comm_threads, 2, "Communication threads of the gloo backend.");
 ABSL_FLAG(absl::Duration, rendezvous_timeout, absl::Seconds(120),
-          "How long the collective rendezvous may wait for the other ranks.");
+          "How long the collective rendezvous (gloo) or communicator init (NCCL) may wait for "
+          "the other ranks.");
+ABSL_FLAG(absl::Duration, victim_report_delay, absl::Seconds(2),
+          "How long a rank whose collective failed because a peer vanished waits for the "
+          "coordinator to name that peer before reporting itself (the daemon sets it from the "
+          "coordinator's heartbeat timeout).");
 ABSL_FLAG(std::string, test_only_mutate_spec, "",
           "TEST HOOK, never in real jobs: JOB_NAME:RANK makes that rank of jobs named JOB_NAME "
           "double its learning rate before fingerprinting its spec.");
@@ -71,7 +82,6 @@ int Main(int argc, char** argv) {
   }
 
   std::unique_ptr<GrpcCoordinatorClient> client = GrpcCoordinatorClient::Create(coordinator);
-  const int gpu = absl::GetFlag(FLAGS_gpu);
   GlooOptions gloo;
   gloo.hostname = absl::GetFlag(FLAGS_collective_host);
   gloo.comm_threads = absl::GetFlag(FLAGS_comm_threads);
@@ -79,24 +89,30 @@ int Main(int argc, char** argv) {
 
   TrainingLoopOptions options;
   options.worker_id = absl::GetFlag(FLAGS_worker_id);
+  options.victim_report_delay = absl::GetFlag(FLAGS_victim_report_delay);
+  options.gpu = absl::GetFlag(FLAGS_gpu);
   options.mutate_spec_for_test =
       MutateSpecHookApplies(absl::GetFlag(FLAGS_test_only_mutate_spec), assignment);
-  options.make_collective =
-      [&client, gloo, gpu](const v1::Assignment& a) -> absl::StatusOr<std::unique_ptr<Collective>> {
+  options.make_collective = [&client, gloo](const v1::Assignment& a,
+                                            const ComputePlacement& placement)
+      -> absl::StatusOr<std::unique_ptr<Collective>> {
     auto store =
         std::make_shared<CoordinatorKeyValueStore>(client.get(), a.job_id(), a.generation());
     const std::string prefix = absl::StrCat(a.job_id(), "/", a.generation(), "/");
+    const absl::Duration collective_timeout = absl::Milliseconds(a.spec().collective_timeout_ms());
     if (a.spec().backend() == "gloo") {
       GlooOptions options = gloo;
-      options.collective_timeout = absl::Milliseconds(a.spec().collective_timeout_ms());
+      options.collective_timeout = collective_timeout;
       return CreateGlooCollective(store, prefix, static_cast<int>(a.rank()),
                                   static_cast<int>(a.world_size()), options);
     }
     if (a.spec().backend() == "nccl") {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "backend: nccl is not available in this rank binary (its trainer and gradient "
-          "reducer work on host memory; GPU ",
-          gpu, " cannot be used): use backend gloo"));
+      gpu::NcclOptions nccl;
+      nccl.init_timeout = gloo.rendezvous_timeout;
+      nccl.collective_timeout = collective_timeout;
+      nccl.compute_stream = static_cast<cudaStream_t>(placement.compute_stream);
+      return gpu::CreateNcclCollective(store, prefix, static_cast<int>(a.rank()),
+                                       static_cast<int>(a.world_size()), placement.gpu, nccl);
     }
     return absl::InvalidArgumentError(absl::StrCat("backend: unknown backend '", a.spec().backend(),
                                                    "' (expected gloo or nccl)"));

@@ -15,15 +15,15 @@
 #include "common/job_spec.h"
 #include "common/status_macros.h"
 #include "worker/checkpoint/checkpoint.h"
-#include "worker/checkpoint/training_state.h"
+#include "worker/cpu_model_runner.h"
 #include "worker/data/dataset.h"
 #include "worker/data/distributed_sampler.h"
 #include "worker/data/fashion_mnist.h"
+#include "worker/gpu_model_runner.h"
 #include "worker/sync/buffer_sync.h"
 #include "worker/sync/drift.h"
 #include "worker/sync/reducer.h"
 #include "worker/trainer/mlp.h"
-#include "worker/trainer/norm.h"
 #include "worker/trainer/sgd.h"
 
 namespace ringleader {
@@ -39,11 +39,6 @@ absl::Status Annotate(const absl::Status& status, const std::string& where) {
 }
 
 double Milliseconds(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
-
-double SquaredNorm(const float* v, size_t n) {
-  const double norm = L2Norm(v, n);
-  return norm * norm;
-}
 
 // Keeps the file name safe whatever the job id holds.
 std::string SafeFileName(std::string name) {
@@ -109,7 +104,7 @@ absl::Status DefaultCrash(uint64_t step) {
 }
 
 // One rank of one attempt. Members are declared so that the reducer dies before the
-// collective it uses.
+// collective it uses, and both before the runner whose memory and stream they use.
 class RankTrainer {
  public:
   RankTrainer(const v1::Assignment& assignment, CoordinatorClient* client,
@@ -191,10 +186,15 @@ class RankTrainer {
     std::vector<size_t> layers(spec_.model().layers().begin(), spec_.model().layers().end());
     MlpOptions mlp_options;
     mlp_options.with_buffers = spec_.model().with_buffers();
-    model_ = std::make_unique<Mlp>(layers, spec_.seed(), mlp_options);
-    RETURN_IF_ERROR(Annotate(model_->CheckCompatible(data_.train), "training data"));
-    RETURN_IF_ERROR(Annotate(model_->CheckCompatible(data_.test), "test data"));
-    RETURN_IF_ERROR(ClassifyParameters());
+    auto model = std::make_unique<Mlp>(layers, spec_.seed(), mlp_options);
+    RETURN_IF_ERROR(Annotate(model->CheckCompatible(data_.train), "training data"));
+    RETURN_IF_ERROR(Annotate(model->CheckCompatible(data_.test), "test data"));
+    RETURN_IF_ERROR(ClassifyParameters(model->parameters()));
+    // NCCL cannot carry bool buffers: refused before any GPU or collective work.
+    if (spec_.sync().broadcast_buffers()) {
+      RETURN_IF_ERROR(CheckBuffersForBackend(spec_.backend(), model->buffers(),
+                                             spec_.sync().ignore_bool_buffers()));
+    }
 
     SgdOptions sgd;
     sgd.lr = spec_.optimizer().learning_rate();
@@ -203,12 +203,22 @@ class RankTrainer {
     sgd.weight_decay = spec_.optimizer().weight_decay();
     sgd.nesterov = spec_.optimizer().nesterov();
     RETURN_IF_ERROR(ValidateSgdOptions(sgd));
-    optimizer_ = std::make_unique<SgdOptimizer>(model_->parameters(), sgd);
+    if (spec_.backend() == "nccl") {
+      GpuRunnerOptions gpu;
+      gpu.gpu = options_.gpu;
+      gpu.bf16_mixed_precision = spec_.mixed_precision() == "bf16";
+      ASSIGN_OR_RETURN(runner_, CreateGpuModelRunner(std::move(model), sgd, gpu));
+    } else {
+      runner_ = CreateCpuModelRunner(std::move(model), sgd);
+    }
+    // Frozen parameters keep the runner's own gradient storage (nothing writes it).
+    own_grads_.clear();
+    for (size_t i = 0; i < has_grad_.size(); ++i) own_grads_.push_back(runner_->grad(i));
     sampler_ = std::make_unique<DistributedSampler>(data_.train.size, world_, rank_, spec_.seed());
 
     v1::Assignment effective = assignment_;
     *effective.mutable_spec() = spec_;
-    ASSIGN_OR_RETURN(comm_, options_.make_collective(effective));
+    ASSIGN_OR_RETURN(comm_, options_.make_collective(effective, runner_->placement()));
 
     collective_timeout_ = absl::Milliseconds(spec_.collective_timeout_ms());
     ReducerOptions reducer_options;
@@ -222,6 +232,7 @@ class RankTrainer {
     reducer_options.rebuild_buckets = spec_.sync().rebuild_buckets();
     reducer_options.timeout = collective_timeout_;
     reducer_options.clock = clock_;
+    reducer_options.memory = runner_->memory();
     ASSIGN_OR_RETURN(reducer_, Reducer::Create(comm_.get(), trainable_infos_, reducer_options));
     BindGradients();
 
@@ -229,17 +240,16 @@ class RankTrainer {
         client_, assignment_.job_id(), assignment_.generation(), rank_, options_.reporting);
     Log(absl::StrFormat(
         "rank %d/%d of job %s (generation %d): %s, %d train / %d test examples, %d parameters "
-        "in %d buckets, backend %s",
+        "in %d buckets, backend %s on %s",
         rank_, world_, assignment_.job_id(), assignment_.generation(), spec_.data().dataset(),
-        data_.train.size, data_.test.size, model_->parameter_count(),
-        reducer_->layout().buckets.size(), comm_->backend_name()));
+        data_.train.size, data_.test.size, runner_->parameter_count(),
+        reducer_->layout().buckets.size(), comm_->backend_name(), runner_->device_name()));
     return absl::OkStatus();
   }
 
   // Frozen parameters stay out of the reducer (like requires_grad=False in DDP); fault-injected
   // unused ones stay in it and simply never become ready on the fault rank.
-  absl::Status ClassifyParameters() {
-    const std::vector<ParameterInfo>& infos = model_->parameters();
+  absl::Status ClassifyParameters(const std::vector<ParameterInfo>& infos) {
     std::set<std::string> known;
     for (const ParameterInfo& info : infos) known.insert(info.name);
     const std::set<std::string> frozen(spec_.model().frozen_parameters().begin(),
@@ -264,15 +274,15 @@ class RankTrainer {
     bypass_ = faults.bypass_sync() && faults.bypass_sync_rank() == static_cast<int32_t>(rank_);
     skip_.assign(infos.size(), false);
     reducer_index_.assign(infos.size(), -1);
-    frozen_.assign(infos.size(), false);
+    has_grad_.assign(infos.size(), true);
     for (size_t i = 0; i < infos.size(); ++i) {
-      frozen_[i] = frozen.count(infos[i].name) > 0;
-      skip_[i] = frozen_[i] || unused.count(infos[i].name) > 0;
-      if (!frozen_[i]) {
+      const bool is_frozen = frozen.count(infos[i].name) > 0;
+      has_grad_[i] = !is_frozen;
+      skip_[i] = is_frozen || unused.count(infos[i].name) > 0;
+      if (!is_frozen) {
         reducer_index_[i] = static_cast<int>(trainable_infos_.size());
         trainable_infos_.push_back(infos[i]);
       }
-      if (frozen_[i]) frozen_grads_.emplace_back(infos[i].count, 0.0f);
     }
     if (trainable_infos_.empty()) {
       return absl::InvalidArgumentError(
@@ -281,19 +291,17 @@ class RankTrainer {
     return absl::OkStatus();
   }
 
-  // Points the model's gradients at the reducer's bucket views (frozen parameters get a slot of
-  // their own that nothing writes). A bypassing rank keeps the model's own storage: it hands
-  // its gradients to the reducer by copy and steps with the unsynced originals.
+  // Points the model's gradients at the reducer's bucket views (frozen parameters keep the
+  // model's own slot, which nothing writes). A bypassing rank keeps the model's own storage: it
+  // hands its gradients to the reducer by copy and steps with the unsynced originals.
   void BindGradients() {
     if (bypass_) return;
     const std::vector<float*> slots = reducer_->gradient_slots();
     std::vector<float*> bound(reducer_index_.size());
-    size_t next_frozen = 0;
     for (size_t i = 0; i < bound.size(); ++i) {
-      bound[i] =
-          reducer_index_[i] >= 0 ? slots[reducer_index_[i]] : frozen_grads_[next_frozen++].data();
+      bound[i] = reducer_index_[i] >= 0 ? slots[reducer_index_[i]] : own_grads_[i];
     }
-    model_->BindGradients(bound);
+    runner_->BindGradients(bound);
   }
 
   absl::Status Train() {
@@ -311,6 +319,7 @@ class RankTrainer {
     const uint64_t total_steps =
         max_steps > 0 ? std::min<uint64_t>(max_steps, steps_per_epoch * spec_.epochs())
                       : steps_per_epoch * spec_.epochs();
+    total_steps_ = total_steps;
     const v1::FaultSpec& faults = spec_.model().faults();
     const bool crash_here =
         faults.crash_at_step() > 0 && faults.crash_rank() == static_cast<int32_t>(rank_);
@@ -353,10 +362,9 @@ class RankTrainer {
     const int accumulation = static_cast<int>(spec_.sync().gradient_accumulation_steps());
     const size_t batch = spec_.batch_size();
     reducer_->ZeroGradients();
-    if (bypass_) model_->ZeroGradients();
+    if (bypass_) RETURN_IF_ERROR(runner_->ZeroGradients());
 
     double loss_sum = 0;
-    double local_squared = 0;
     absl::Duration compute;
     for (int k = 0; k < accumulation; ++k) {
       const bool sync = k == accumulation - 1;
@@ -371,13 +379,13 @@ class RankTrainer {
       if (!bypass_) {
         backward.on_ready = [&, sync](size_t i) {
           // Before MarkReady: it may launch the bucket, which averages this gradient in place.
-          if (sync) local_squared += SquaredNorm(model_->grad(i), model_->parameters()[i].count);
+          if (sync) runner_->NoteLocalGradient(i);
           reducer_->MarkReady(static_cast<size_t>(reducer_index_[i]));
         };
       }
       const absl::Time compute_start = clock_->Now();
       ASSIGN_OR_RETURN(const double loss,
-                       model_->ForwardBackward(x_.data(), y_.data(), micro.size(), backward));
+                       runner_->ForwardBackward(x_.data(), y_.data(), micro.size(), backward));
       compute += clock_->Now() - compute_start;
       if (!std::isfinite(loss)) {
         return absl::FailedPreconditionError(
@@ -385,7 +393,8 @@ class RankTrainer {
       }
       loss_sum += loss;
     }
-    if (bypass_) HandOverLocalGradients(&local_squared);
+    if (bypass_) RETURN_IF_ERROR(HandOverLocalGradients());
+    ASSIGN_OR_RETURN(const double local_squared, runner_->TakeLocalSquaredNorm());
 
     StepSyncStats stats;
     RETURN_IF_ERROR(reducer_->FinishStep(&stats));
@@ -394,28 +403,16 @@ class RankTrainer {
     buffers.broadcast_buffers = spec_.sync().broadcast_buffers();
     buffers.ignore_bool_buffers = spec_.sync().ignore_bool_buffers();
     buffers.timeout = collective_timeout_;
-    RETURN_IF_ERROR(BroadcastBuffers(comm_.get(), model_->buffers(), buffers, reducer_->ledger()));
+    buffers.memory = runner_->memory();
+    RETURN_IF_ERROR(
+        BroadcastBuffers(comm_.get(), runner_->buffers(), buffers, reducer_->ledger()));
 
     // The gradients the optimizer uses: the bucket views, or a bypassing rank's own.
-    const std::vector<ParameterInfo>& infos = model_->parameters();
-    std::vector<float*> params(infos.size());
-    std::vector<const float*> grads(infos.size());
-    std::vector<bool> has_grad(infos.size());
-    std::vector<const float*> synced;
-    std::vector<size_t> synced_counts;
-    for (size_t i = 0; i < infos.size(); ++i) {
-      params[i] = model_->param(i);
-      grads[i] = model_->grad(i);
-      has_grad[i] = !frozen_[i];
-      if (!frozen_[i]) {
-        synced.push_back(grads[i]);
-        synced_counts.push_back(infos[i].count);
-      }
-    }
-    const double synced_norm = L2Norm(synced, synced_counts);
-    optimizer_->Step(params, grads, has_grad);
+    ASSIGN_OR_RETURN(const double synced_norm, runner_->GradNorm(has_grad_));
+    RETURN_IF_ERROR(runner_->OptimizerStep(has_grad_));
 
     report->set_step(step);
+    report->set_total_steps(total_steps_);
     report->set_epoch(epoch);
     report->set_loss(loss_sum / accumulation);
     report->set_local_grad_norm(std::sqrt(local_squared));
@@ -431,27 +428,27 @@ class RankTrainer {
 
   // The bypassing rank still feeds the reducer (so its peers' collectives match), with copies of
   // its local gradients, marked in backward order.
-  void HandOverLocalGradients(double* local_squared) {
+  absl::Status HandOverLocalGradients() {
     const std::vector<float*> slots = reducer_->gradient_slots();
-    const std::vector<ParameterInfo>& infos = model_->parameters();
+    const std::vector<ParameterInfo>& infos = runner_->parameters();
     for (size_t i = infos.size(); i-- > 0;) {
       if (reducer_index_[i] < 0) continue;
-      const float* local = model_->grad(i);
-      *local_squared += SquaredNorm(local, infos[i].count);
-      std::copy(local, local + infos[i].count, slots[reducer_index_[i]]);
+      runner_->NoteLocalGradient(i);
+      RETURN_IF_ERROR(runner_->memory()->Copy(slots[reducer_index_[i]], runner_->grad(i),
+                                              infos[i].count * sizeof(float)));
       if (!skip_[i]) reducer_->MarkReady(static_cast<size_t>(reducer_index_[i]));
     }
+    return absl::OkStatus();
   }
 
   absl::Status MeasureDriftInto(v1::StepReport* report) {
-    const std::vector<ParameterInfo>& infos = model_->parameters();
-    std::vector<const float*> params(infos.size());
-    for (size_t i = 0; i < infos.size(); ++i) params[i] = model_->param(i);
     DriftOptions drift_options;
     drift_options.timeout = collective_timeout_;
     drift_options.ledger = reducer_->ledger();
+    drift_options.memory = runner_->memory();
     ASSIGN_OR_RETURN(const DriftResult drift,
-                     MeasureDrift(comm_.get(), infos, params, drift_options));
+                     MeasureDrift(comm_.get(), runner_->parameters(), runner_->parameter_ptrs(),
+                                  drift_options));
     report->set_has_drift(true);
     report->set_drift(drift.max_drift);
     report->set_drift_parameter(drift.worst_parameter);
@@ -463,7 +460,10 @@ class RankTrainer {
       Log(absl::StrFormat("rank %d epoch %d: train loss %.4f", rank_, epoch, train_loss));
       return absl::OkStatus();
     }
-    const Mlp::EvalResult eval = model_->Evaluate(data_.test, 256);
+    const std::string where = absl::StrCat("rank ", rank_, ", end of epoch ", epoch);
+    absl::StatusOr<Mlp::EvalResult> evaluated = runner_->Evaluate(data_.test, 256);
+    RETURN_IF_ERROR(Annotate(evaluated.status(), where));
+    const Mlp::EvalResult& eval = *evaluated;
     v1::EpochReport report;
     report.set_epoch(epoch);
     report.set_test_accuracy(eval.accuracy);
@@ -472,8 +472,7 @@ class RankTrainer {
     outcome_.last_test_accuracy = eval.accuracy;
     Log(absl::StrFormat("rank 0 epoch %d: train loss %.4f, test loss %.4f, test accuracy %.4f",
                         epoch, train_loss, eval.loss, eval.accuracy));
-    return Annotate(reporter_->AddEpoch(report),
-                    absl::StrCat("rank ", rank_, ", end of epoch ", epoch));
+    return Annotate(reporter_->AddEpoch(report), where);
   }
 
   absl::Status WriteFinalCheckpoint() {
@@ -482,9 +481,9 @@ class RankTrainer {
                                           SafeFileName(assignment_.job_id()), "/final.ckpt");
     // The epoch the next step would belong to.
     const uint64_t epoch = outcome_.steps == 0 ? 0 : spec_.epochs();
-    RETURN_IF_ERROR(WriteCheckpoint(
-        path,
-        CaptureTrainingState(model_.get(), *optimizer_, outcome_.steps, epoch, fingerprint_)));
+    ASSIGN_OR_RETURN(const CheckpointData state,
+                     runner_->CaptureState(outcome_.steps, epoch, fingerprint_));
+    RETURN_IF_ERROR(WriteCheckpoint(path, state));
     outcome_.checkpoint_path = path;
     return absl::OkStatus();
   }
@@ -499,19 +498,19 @@ class RankTrainer {
   std::string fingerprint_;
   v1::JobSpec spec_;
   TrainTest data_;
-  std::unique_ptr<Mlp> model_;
-  std::unique_ptr<SgdOptimizer> optimizer_;
+  std::unique_ptr<ModelRunner> runner_;  // before comm_ and reducer_: destroyed after them
   std::unique_ptr<DistributedSampler> sampler_;
   std::unique_ptr<Collective> comm_;
+  uint64_t total_steps_ = 0;  // optimizer steps this attempt runs, for the reports
   std::unique_ptr<Reducer> reducer_;  // after comm_: destroyed first
   std::unique_ptr<ProgressReporter> reporter_;
   absl::Duration collective_timeout_ = absl::Seconds(60);
 
   std::vector<ParameterInfo> trainable_infos_;
   std::vector<int> reducer_index_;  // model parameter -> reducer parameter, -1 = frozen
-  std::vector<bool> frozen_;
+  std::vector<bool> has_grad_;  // not frozen: what the optimizer steps and the synced norm covers
   std::vector<bool> skip_;
-  std::vector<std::vector<float>> frozen_grads_;
+  std::vector<float*> own_grads_;  // the runner's own gradient slots (frozen parameters keep them)
   bool bypass_ = false;
   std::vector<float> x_;
   std::vector<int32_t> y_;

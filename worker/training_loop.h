@@ -2,8 +2,12 @@
 //
 //   JoinJob (echoing the fingerprint this rank computes over the spec it received)
 //     → load data (fashion-mnist or synthetic), DistributedSampler(seed, rank, world)
-//     → Mlp(layers, seed), SgdOptimizer, collective rendezvous (gloo over the coordinator's
-//       key-value store, key prefix "<job>/<generation>/"), Reducer bound to the gradients
+//     → Mlp(layers, seed); bool buffers refused on nccl (before any collective); the model
+//       runner (model_runner.h): backend gloo → CPU (Mlp + SgdOptimizer), backend nccl → GPU
+//       `gpu` (GpuMlp + GpuSgdOptimizer; FAILED_PRECONDITION "no usable GPU: ..." without one)
+//     → collective rendezvous through the factory, told the runner's placement (gloo or NCCL
+//       over the coordinator's key-value store, key prefix "<job>/<generation>/"); Reducer in
+//       the runner's memory (host or device), bound to the gradients
 //     → per step: zero grads; per micro-batch: BeginMicroBatch, ForwardBackward (on_ready →
 //       MarkReady, loss_scale 1/K, skip = frozen + fault-injected unused parameters);
 //       FinishStep; buffer broadcast; optimizer step; drift check every drift_interval_steps
@@ -47,20 +51,27 @@
 #include "proto/ringleader.pb.h"
 #include "worker/collective/collective.h"
 #include "worker/coordinator_client.h"
+#include "worker/model_runner.h"
 #include "worker/progress_reporter.h"
 
 namespace ringleader {
 
 // Builds the attempt's Collective (rendezvous included) for `assignment`, whose spec has its
-// defaults applied.
+// defaults applied. `placement` says where the rank computes: the NCCL collective must run on
+// that GPU and order itself after that compute stream (NcclOptions::compute_stream).
 using CollectiveFactory = std::function<absl::StatusOr<std::unique_ptr<Collective>>(
-    const v1::Assignment& assignment)>;
+    const v1::Assignment& assignment, const ComputePlacement& placement)>;
 
 struct TrainingLoopOptions {
   // This rank's worker id (JoinJob checks it against the assignment).
   std::string worker_id;
-  // Creates the collective. Required (rank_main builds it: gloo over the coordinator's store).
+  // Creates the collective. Required (rank_main builds it: gloo or NCCL over the coordinator's
+  // store). Called after the model runner exists, so a rank without a usable GPU never
+  // rendezvouses.
   CollectiveFactory make_collective;
+  // CUDA device for backend nccl (rank_main's --gpu, passed down by a GPU worker daemon).
+  // -1 = none: a nccl job then fails with FAILED_PRECONDITION "no usable GPU: ...".
+  int gpu = -1;
   // Step/epoch report batching.
   ProgressReporterOptions reporting;
   // Time source for step timings and reporting. Not owned; nullptr = Clock::Real().
@@ -93,9 +104,11 @@ struct TrainingOutcome {
 };
 
 // Runs the attempt (see the file comment) without the final FinishRank.
-// Errors: FAILED_PRECONDITION from JoinJob (fingerprint mismatch, stale generation), or from
-// the reducer (unused parameters, collective desync); INVALID_ARGUMENT for a spec this rank
-// cannot run (naming the field); ABORTED "stopped by the coordinator: ..."; data loading,
+// Errors: FAILED_PRECONDITION from JoinJob (fingerprint mismatch, stale generation), from
+// the reducer (unused parameters, collective desync), or "no usable GPU: ..." (backend nccl on a
+// rank without a GPU); INVALID_ARGUMENT for a spec this rank cannot run (naming the field; bool
+// buffers on nccl without sync.ignore_bool_buffers); UNIMPLEMENTED for model.with_buffers on
+// nccl; ABORTED "stopped by the coordinator: ..."; data loading,
 // collective and checkpoint errors — each prefixed with the rank and, during training, the step
 // and epoch.
 absl::StatusOr<TrainingOutcome> RunTraining(const v1::Assignment& assignment,

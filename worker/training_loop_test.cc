@@ -20,6 +20,7 @@
 #include "worker/collective/gloo_test_util.h"
 #include "worker/collective/in_memory_key_value_store.h"
 #include "worker/trainer/mlp.h"
+#include "worker/fake_coordinator.h"
 #include "worker/progress_reporter.h"
 
 namespace ringleader {
@@ -27,107 +28,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing_util::Watchdog;
-
-// Records JoinJob / ReportProgress / FinishRank per rank; answers `stop` once a rank reported
-// step `stop_at_step`. Thread-safe.
-class FakeCoordinator : public CoordinatorClient {
- public:
-  explicit FakeCoordinator(std::string fingerprint) : fingerprint_(std::move(fingerprint)) {}
-
-  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
-      const v1::RegisterWorkerRequest&) override {
-    return absl::UnimplementedError("not for ranks");
-  }
-  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest&) override {
-    return absl::UnimplementedError("not for ranks");
-  }
-  absl::StatusOr<v1::WaitAssignmentResponse> WaitAssignment(
-      const v1::WaitAssignmentRequest&) override {
-    return absl::UnimplementedError("not for ranks");
-  }
-  absl::StatusOr<v1::JoinJobResponse> JoinJob(const v1::JoinJobRequest& request) override {
-    absl::MutexLock lock(&mu_);
-    joins_[request.rank()] = request;
-    if (request.spec_fingerprint() != fingerprint_) {
-      return absl::FailedPreconditionError(absl::StrCat("rank ", request.rank(),
-                                                        " joined with spec fingerprint ",
-                                                        request.spec_fingerprint()));
-    }
-    return v1::JoinJobResponse();
-  }
-  absl::StatusOr<v1::KvSetResponse> KvSet(const v1::KvSetRequest&) override {
-    return absl::UnimplementedError("the test's collectives use their own store");
-  }
-  absl::StatusOr<v1::KvGetResponse> KvGet(const v1::KvGetRequest&) override {
-    return absl::UnimplementedError("the test's collectives use their own store");
-  }
-  absl::StatusOr<v1::ReportProgressResponse> ReportProgress(
-      const v1::ReportProgressRequest& request) override {
-    absl::MutexLock lock(&mu_);
-    v1::ReportProgressResponse response;
-    for (const auto& step : request.steps()) {
-      steps_[request.rank()].push_back(step);
-      if (stop_at_step_ > 0 && step.step() >= stop_at_step_) {
-        response.set_stop(true);
-        response.set_stop_reason("cancelled by the test");
-      }
-    }
-    for (const auto& epoch : request.epochs()) epochs_[request.rank()].push_back(epoch);
-    if (request.steps().empty() && request.epochs().empty()) {
-      ++probes_;
-      if (over_after_probes_ > 0 && probes_ >= over_after_probes_) response.set_stop(true);
-    }
-    return response;
-  }
-  absl::StatusOr<v1::FinishRankResponse> FinishRank(
-      const v1::FinishRankRequest& request) override {
-    absl::MutexLock lock(&mu_);
-    finishes_[request.rank()].push_back(request);
-    return v1::FinishRankResponse();
-  }
-  void CancelAll() override {}
-
-  void set_stop_at_step(uint64_t step) {
-    absl::MutexLock lock(&mu_);
-    stop_at_step_ = step;
-  }
-  // Empty ReportProgress calls answer stop from the n-th on (0 = never).
-  void set_over_after_probes(int n) {
-    absl::MutexLock lock(&mu_);
-    over_after_probes_ = n;
-  }
-  int probes() {
-    absl::MutexLock lock(&mu_);
-    return probes_;
-  }
-  std::vector<v1::StepReport> steps(uint32_t rank) {
-    absl::MutexLock lock(&mu_);
-    return steps_[rank];
-  }
-  std::vector<v1::EpochReport> epochs(uint32_t rank) {
-    absl::MutexLock lock(&mu_);
-    return epochs_[rank];
-  }
-  std::vector<v1::FinishRankRequest> finishes(uint32_t rank) {
-    absl::MutexLock lock(&mu_);
-    return finishes_[rank];
-  }
-  v1::JoinJobRequest join(uint32_t rank) {
-    absl::MutexLock lock(&mu_);
-    return joins_[rank];
-  }
-
- private:
-  const std::string fingerprint_;
-  absl::Mutex mu_;
-  uint64_t stop_at_step_ ABSL_GUARDED_BY(mu_) = 0;
-  int over_after_probes_ ABSL_GUARDED_BY(mu_) = 0;
-  int probes_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<uint32_t, v1::JoinJobRequest> joins_ ABSL_GUARDED_BY(mu_);
-  std::map<uint32_t, std::vector<v1::StepReport>> steps_ ABSL_GUARDED_BY(mu_);
-  std::map<uint32_t, std::vector<v1::EpochReport>> epochs_ ABSL_GUARDED_BY(mu_);
-  std::map<uint32_t, std::vector<v1::FinishRankRequest>> finishes_ ABSL_GUARDED_BY(mu_);
-};
 
 // A small synthetic job both ranks can train in well under a second.
 v1::JobSpec SmallSpec() {
@@ -177,7 +77,7 @@ class TrainingLoopTest : public ::testing::Test {
         TrainingLoopOptions options;
         options.worker_id = absl::StrCat("w", rank);
         options.log = [](const std::string&) {};
-        options.make_collective = [store](const v1::Assignment& a) {
+        options.make_collective = [store](const v1::Assignment& a, const ComputePlacement&) {
           GlooOptions gloo;
           gloo.rendezvous_timeout = absl::Seconds(20);
           gloo.collective_timeout = absl::Milliseconds(a.spec().collective_timeout_ms());
@@ -218,6 +118,7 @@ TEST_F(TrainingLoopTest, TwoRanksTrainInLockstepWithoutDrift) {
   for (size_t i = 0; i < s0.size(); ++i) {
     EXPECT_EQ(s0[i].step(), i + 1);
     EXPECT_EQ(s1[i].step(), i + 1);
+    EXPECT_EQ(s0[i].total_steps(), 32u);  // 2 epochs x 16 steps, known from the start
     // Every rank steps with the same all-reduced gradients, bit for bit ...
     EXPECT_EQ(s0[i].synced_grad_norm(), s1[i].synced_grad_norm()) << "step " << i + 1;
     // ... which are not what either rank computed alone.
@@ -413,7 +314,7 @@ TEST_F(TrainingLoopTest, PeerFailureWaitsForTheCulpritsReportBeforeReporting) {
         options->victim_report_delay = absl::Seconds(2);
         options->victim_probe_interval = absl::Milliseconds(100);
         options->sleep = [&](absl::Duration d) { waits.push_back(d); };
-        options->make_collective = [](const v1::Assignment&)
+        options->make_collective = [](const v1::Assignment&, const ComputePlacement&)
             -> absl::StatusOr<std::unique_ptr<Collective>> {
           return absl::UnavailableError("Connection closed by peer");
         };
@@ -433,7 +334,7 @@ TEST_F(TrainingLoopTest, PeerFailureReportsAfterTheDelayWhenNobodyElseDoes) {
         options->victim_report_delay = absl::Milliseconds(500);
         options->victim_probe_interval = absl::Milliseconds(100);
         options->sleep = [&](absl::Duration d) { waits.push_back(d); };
-        options->make_collective = [](const v1::Assignment&)
+        options->make_collective = [](const v1::Assignment&, const ComputePlacement&)
             -> absl::StatusOr<std::unique_ptr<Collective>> {
           return absl::DeadlineExceededError("rank 1 never showed up");
         };

@@ -1,7 +1,10 @@
 #include "tests/e2e/cluster.h"
 
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include <cerrno>
 #include <algorithm>
 #include <chrono>
 #include <deque>
@@ -9,8 +12,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 
@@ -52,7 +57,55 @@ std::string Tail(const std::string& path, int lines) {
   return absl::StrJoin(kept, "\n");
 }
 
+// What /proc/PID/stat says of a process.
+struct ProcStat {
+  bool exists = false;
+  char state = '?';  // R, S, D, T, Z, ...
+  pid_t parent = 0;
+  unsigned long long start_time = 0;
+};
+
+ProcStat ReadProcStat(pid_t pid) {
+  ProcStat stat;
+  const std::string text = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  // "PID (COMM) STATE PPID ..." where COMM may hold spaces and parentheses: fields are counted
+  // after the last ')'.
+  const size_t comm_end = text.rfind(')');
+  if (comm_end == std::string::npos) return stat;
+  const std::vector<std::string> fields =
+      absl::StrSplit(text.substr(comm_end + 1), ' ', absl::SkipEmpty());
+  // fields[0] is field 3 (state), so field N is fields[N - 3].
+  if (fields.size() < 20 || fields[0].empty()) return stat;
+  int parent = 0;
+  if (!absl::SimpleAtoi(fields[1], &parent) || !absl::SimpleAtoi(fields[19], &stat.start_time)) {
+    return stat;
+  }
+  stat.exists = true;
+  stat.state = fields[0][0];
+  stat.parent = parent;
+  return stat;
+}
+
 }  // namespace
+
+bool ProcessRunning(const ProcessRef& process) {
+  const ProcStat stat = ReadProcStat(process.pid);
+  return stat.exists && stat.start_time == process.start_time && stat.state != 'Z' &&
+         stat.state != 'X';
+}
+
+absl::Status WaitUntil(const std::function<bool()>& condition, absl::Duration timeout,
+                       const std::string& what) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (!condition()) {
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("not within ", absl::FormatDuration(timeout), ": ", what));
+    }
+    absl::SleepFor(kPollPause);
+  }
+  return absl::OkStatus();
+}
 
 std::string RunfilePath(const std::string& relative) {
   const char* srcdir = getenv("TEST_SRCDIR");
@@ -104,7 +157,8 @@ absl::Status Cluster::StartProcesses(const ClusterOptions& options) {
   absl::StatusOr<std::unique_ptr<ChildProcess>> coordinator = ChildProcess::Start(
       {RunfilePath("coordinator/ringleader-coordinator"), "--listen=127.0.0.1:0",
        "--port_file=" + port_file,
-       "--heartbeat_interval=" + absl::FormatDuration(options.heartbeat_interval)},
+       "--heartbeat_interval=" + absl::FormatDuration(options.heartbeat_interval),
+       "--heartbeat_timeout=" + absl::FormatDuration(options.heartbeat_timeout)},
       (fs::path(dir_) / "coordinator.log").string());
   if (!coordinator.ok()) return coordinator.status();
   coordinator_ = std::move(*coordinator);
@@ -124,14 +178,14 @@ absl::Status Cluster::StartProcesses(const ClusterOptions& options) {
   jobs_ = v1::JobService::NewStub(channel_);
 
   for (int i = 0; i < options.workers; ++i) {
-    const std::string name = absl::StrCat("e2e-w", i);
+    const std::string name = WorkerName(i);
     std::vector<std::string> argv = {
         RunfilePath("worker/ringleader-worker"),
         "--coordinator=" + address_,
         "--name=" + name,
         "--work_dir=" + (fs::path(dir_) / name).string(),
         "--rank_binary=" + RunfilePath("worker/ringleader-rank"),
-        "--kill_grace=2s",
+        "--kill_grace=" + absl::FormatDuration(options.kill_grace),
         "--wait_timeout=2s",
     };
     argv.insert(argv.end(), options.worker_flags.begin(), options.worker_flags.end());
@@ -139,12 +193,17 @@ absl::Status Cluster::StartProcesses(const ClusterOptions& options) {
         ChildProcess::Start(argv, (fs::path(dir_) / (name + ".log")).string());
     if (!worker.ok()) return worker.status();
     workers_.push_back(std::move(*worker));
+    worker_argv_.push_back(std::move(argv));
   }
   return WaitForIdleWorkers(options.workers, deadline - absl::Now());
 }
 
 Cluster::~Cluster() {
-  for (auto& worker : workers_) worker->Terminate(absl::Seconds(3));
+  for (auto& worker : workers_) {
+    // A daemon a test left stopped would only act on SIGTERM once continued.
+    if (!worker->HasExited()) kill(-worker->pid(), SIGCONT);
+    worker->Terminate(absl::Seconds(3));
+  }
   for (auto& worker : workers_) worker->Wait();
   if (coordinator_) {
     coordinator_->Terminate(absl::Seconds(3));
@@ -160,6 +219,58 @@ std::vector<ExitInfo> Cluster::StopWorkers() {
 }
 
 bool Cluster::WorkerRunning(int i) const { return !workers_.at(i)->HasExited(); }
+
+pid_t Cluster::WorkerPid(int i) const { return workers_.at(i)->pid(); }
+
+std::string Cluster::WorkerName(int i) { return absl::StrCat("e2e-w", i); }
+
+int Cluster::WorkerIndex(const std::string& name) const {
+  for (int i = 0; i < static_cast<int>(workers_.size()); ++i) {
+    if (WorkerName(i) == name) return i;
+  }
+  return -1;
+}
+
+std::vector<ProcessRef> Cluster::WorkerChildren(int i) const {
+  const pid_t daemon = WorkerPid(i);
+  std::vector<ProcessRef> children;
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator("/proc", error)) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(entry.path().filename().string(), &pid)) continue;
+    const ProcStat stat = ReadProcStat(pid);
+    if (stat.exists && stat.parent == daemon) children.push_back({pid, stat.start_time});
+  }
+  return children;
+}
+
+absl::Status Cluster::SignalWorker(int i, int signal) {
+  if (kill(-WorkerPid(i), signal) != 0) {
+    return absl::InternalError(absl::StrCat("kill(-", WorkerPid(i), ", ", signal,
+                                            "): ", strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Cluster::RestartWorker(int i) {
+  workers_.at(i)->Terminate(absl::Seconds(3));
+  workers_.at(i)->Wait();
+  const std::string log = (fs::path(dir_) / absl::StrCat(WorkerName(i), ".restarted.log")).string();
+  absl::StatusOr<std::unique_ptr<ChildProcess>> worker =
+      ChildProcess::Start(worker_argv_.at(i), log);
+  if (!worker.ok()) return worker.status();
+  workers_[i] = std::move(*worker);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<v1::WorkerStatus>> Cluster::ListWorkers() {
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(kRpcTimeout));
+  v1::ListWorkersResponse response;
+  grpc::Status status = jobs_->ListWorkers(&context, v1::ListWorkersRequest(), &response);
+  if (!status.ok()) return ToStatus(status, "ListWorkers");
+  return std::vector<v1::WorkerStatus>(response.workers().begin(), response.workers().end());
+}
 
 absl::StatusOr<std::string> Cluster::Submit(const v1::JobSpec& spec) {
   grpc::ClientContext context;

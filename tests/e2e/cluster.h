@@ -1,7 +1,8 @@
 // A whole ringleader cluster on this machine for end-to-end tests: the real coordinator binary
 // (listening on a free port), N real worker daemons (each running real rank processes), and the
-// CLI — every one a supervised child process in its own process group, stopped (SIGTERM, then
-// SIGKILL) when the cluster is destroyed, also when a test fails half-way.
+// CLI — every one a supervised child process in its own process group, stopped (SIGCONT in case a
+// test stopped it, SIGTERM, then SIGKILL) when the cluster is destroyed, also when a test fails
+// half-way. Rank processes die with their daemon (see worker/child_process.h).
 //
 // Binaries come from the test's runfiles (data dependencies). Every wait polls a condition
 // against a deadline; nothing waits "a bit".
@@ -10,6 +11,9 @@
 #ifndef RINGLEADER_TESTS_E2E_CLUSTER_H_
 #define RINGLEADER_TESTS_E2E_CLUSTER_H_
 
+#include <sys/types.h>
+
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -30,6 +34,10 @@ struct ClusterOptions {
   std::vector<std::string> worker_flags;
   // Coordinator heartbeat interval: how fast abort orders reach the daemons.
   absl::Duration heartbeat_interval = absl::Milliseconds(300);
+  // Coordinator heartbeat timeout: a daemon silent for longer is declared LOST.
+  absl::Duration heartbeat_timeout = absl::Seconds(10);
+  // The daemons' SIGTERM -> SIGKILL grace for rank processes.
+  absl::Duration kill_grace = absl::Seconds(2);
   // How long Start waits for the coordinator's port and every worker's registration.
   absl::Duration start_timeout = absl::Seconds(30);
 };
@@ -42,6 +50,12 @@ struct JobHistory {
   // observations are not seen).
   std::map<uint32_t, std::vector<v1::StepReport>> observed_steps;
   absl::Duration elapsed;  // from WaitForEnd's start to the end
+};
+
+// A process as /proc shows it: the start time tells a recycled pid from the original.
+struct ProcessRef {
+  pid_t pid = 0;
+  unsigned long long start_time = 0;  // clock ticks after boot (/proc/PID/stat field 22)
 };
 
 struct CliResult {
@@ -66,6 +80,23 @@ class Cluster {
   absl::Status WaitForIdleWorkers(int n, absl::Duration timeout);
   // Whether worker daemon i's process still runs.
   bool WorkerRunning(int i) const;
+  // Daemon i's process (the leader of its own process group).
+  pid_t WorkerPid(int i) const;
+  // Worker i's registration name ("e2e-w<i>").
+  static std::string WorkerName(int i);
+  // The index of the worker registered as `name`, or -1.
+  int WorkerIndex(const std::string& name) const;
+  // The child processes of daemon i (its rank processes), zombies included: a child the daemon
+  // has not reaped yet is still listed.
+  std::vector<ProcessRef> WorkerChildren(int i) const;
+  // Sends `signal` to daemon i's process group (the daemon only: each rank process runs in a
+  // group of its own). Errors: INTERNAL with errno's text.
+  absl::Status SignalWorker(int i, int signal);
+  // Starts daemon i again with its original command line (same name, work dir and flags, a new
+  // incarnation). A daemon that still runs is stopped first.
+  absl::Status RestartWorker(int i);
+  // Every registered worker, as the coordinator lists them.
+  absl::StatusOr<std::vector<v1::WorkerStatus>> ListWorkers();
   // Runs the `ringleader` CLI against this cluster (--coordinator is added) and waits for it.
   CliResult RunCli(const std::vector<std::string>& args, absl::Duration timeout);
 
@@ -84,6 +115,7 @@ class Cluster {
   std::string address_;
   std::unique_ptr<ChildProcess> coordinator_;
   std::vector<std::unique_ptr<ChildProcess>> workers_;
+  std::vector<std::vector<std::string>> worker_argv_;  // for RestartWorker
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::JobService::Stub> jobs_;
   int cli_runs_ = 0;
@@ -93,6 +125,13 @@ class Cluster {
 std::string RunfilePath(const std::string& relative);
 
 bool IsTerminal(v1::JobState state);
+
+// Whether `process` (the same one, not a recycled pid) exists and is not a zombie.
+bool ProcessRunning(const ProcessRef& process);
+
+// Polls `condition` until it holds (OK) or `timeout` passes (DEADLINE_EXCEEDED naming `what`).
+absl::Status WaitUntil(const std::function<bool()>& condition, absl::Duration timeout,
+                       const std::string& what);
 
 // The reason of the job's last state transition.
 std::string LastReason(const v1::JobStatus& job);

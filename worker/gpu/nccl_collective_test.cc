@@ -403,8 +403,10 @@ TEST_F(NcclCollectiveTest, ARankThatNeverJoinsMakesTheOthersTimeOutAndAbortClean
   });
   for (int r : {0, 1}) {
     EXPECT_EQ(results[r].code(), absl::StatusCode::kDeadlineExceeded) << results[r];
+    // Rank 2 is always named. The fake clock makes the deadline pass within milliseconds, so a
+    // peer thread that had not yet published its start may be listed as well.
     EXPECT_THAT(std::string(results[r].message()),
-                ContainsRegex("never started communicator init: (0,)?2\\)"));
+                ContainsRegex("never started communicator init: ([01],)*2\\)"));
     EXPECT_EQ(runtimes[r]->abort_calls(), 1);
   }
 }

@@ -32,8 +32,14 @@ absl::Status CheckBuffersForBackend(const std::string& backend,
 absl::Status BroadcastBuffers(Collective* comm, const std::vector<BufferInfo>& buffers,
                               const BufferSyncOptions& opts, CollectiveLedger* ledger) {
   if (comm == nullptr) return absl::InvalidArgumentError("buffer broadcast: comm is null");
-  RETURN_IF_ERROR(CheckBuffersForBackend(comm->backend_name(), buffers, opts.ignore_bool_buffers));
+  // Nothing is broadcast: nothing to refuse (the bool-buffer error suggests exactly this).
   if (!opts.broadcast_buffers) return absl::OkStatus();
+  RETURN_IF_ERROR(CheckBuffersForBackend(comm->backend_name(), buffers, opts.ignore_bool_buffers));
+  bool any = false;
+  for (const BufferInfo& b : buffers) {
+    any = any || (b.count > 0 && !(b.type == BufferType::kBool && opts.ignore_bool_buffers));
+  }
+  if (any) RETURN_IF_ERROR(CheckMemoryMatches(*comm, opts.memory, "buffer broadcast"));
   CollectiveOptions copts;
   copts.timeout = opts.timeout;
   copts.bucket = kTagBuffer;

@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "worker/collective/collective.h"
 #include "worker/sync/collective_ledger.h"
+#include "worker/sync/tensor_memory.h"
 #include "worker/trainer/parameter.h"
 
 namespace ringleader {
@@ -29,6 +30,11 @@ struct BufferSyncOptions {
   bool ignore_bool_buffers = false;
   // Timeout of each broadcast. > 0.
   absl::Duration timeout = absl::Seconds(60);
+  // Where the buffers' data lives (the model's memory): broadcasts run in place, so its kind
+  // must be the collective's memory_kind() whenever there is something to broadcast.
+  // nullptr = host memory. Not owned. (The GPU trainer has no buffers yet: GpuMlp refuses
+  // model.with_buffers.)
+  TensorMemory* memory = nullptr;
 };
 
 // Refuses a configuration before any collective. Errors: INVALID_ARGUMENT when `backend` is
@@ -40,12 +46,13 @@ absl::Status CheckBuffersForBackend(const std::string& backend,
                                     bool ignore_bool_buffers);
 
 // Broadcasts every buffer from rank 0, in place, in the given order (float buffers as fp32, bool
-// buffers as uint8 unless ignored); a no-op when !opts.broadcast_buffers. Runs
+// buffers as uint8 unless ignored); a no-op when !opts.broadcast_buffers. Otherwise runs
 // CheckBuffersForBackend(comm->backend_name(), ...) first. Every rank must pass the same buffer
 // list (names, types, counts). If `ledger` is non-null each broadcast is recorded in it (bucket
 // id kTagBuffer) so the reducer's next ledger check covers it.
-// Errors: those of CheckBuffersForBackend; the collective's errors (DEADLINE_EXCEEDED,
-// UNAVAILABLE, ABORTED) with the buffer's name prefixed.
+// Errors: those of CheckBuffersForBackend; INVALID_ARGUMENT when there are buffers to broadcast
+// and opts.memory's kind is not the collective's (e.g. host buffers on NCCL); the collective's
+// errors (DEADLINE_EXCEEDED, UNAVAILABLE, ABORTED) with the buffer's name prefixed.
 absl::Status BroadcastBuffers(Collective* comm, const std::vector<BufferInfo>& buffers,
                               const BufferSyncOptions& opts, CollectiveLedger* ledger = nullptr);
 

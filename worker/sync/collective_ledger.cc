@@ -172,8 +172,12 @@ uint64_t CollectiveLedger::size() const {
 }
 
 LedgerCheck::LedgerCheck(Collective* comm, int64_t step, std::vector<CollectiveRecord> window,
-                         absl::Duration timeout)
-    : comm_(comm), step_(step), window_(std::move(window)), timeout_(timeout) {}
+                         absl::Duration timeout, TensorMemory* memory)
+    : comm_(comm),
+      step_(step),
+      window_(std::move(window)),
+      timeout_(timeout),
+      memory_(memory != nullptr ? memory : HostMemory()) {}
 
 LedgerCheck::~LedgerCheck() {
   // The all-gather writes into our buffers: they must outlive it.
@@ -182,20 +186,27 @@ LedgerCheck::~LedgerCheck() {
 
 std::unique_ptr<LedgerCheck> LedgerCheck::Start(Collective* comm, int64_t step,
                                                 std::vector<CollectiveRecord> window,
-                                                absl::Duration timeout) {
-  std::unique_ptr<LedgerCheck> check(new LedgerCheck(comm, step, std::move(window), timeout));
-  check->summary_in_.resize(kSummaryBytes);
-  check->summary_out_.resize(kSummaryBytes * comm->world_size());
-  PutU64(static_cast<uint64_t>(step), check->summary_in_.data());
-  PutU64(check->window_.size(), check->summary_in_.data() + 8);
-  PutU64(DigestRecords(check->window_), check->summary_in_.data() + 16);
-  CollectiveOptions copts;
-  copts.timeout = timeout;
-  check->summary_work_ = comm->AllGather(
-      TensorView{check->summary_in_.data(), kSummaryBytes, DataType::kUInt8},
-      TensorView{check->summary_out_.data(), check->summary_out_.size(), DataType::kUInt8},
-      copts);
+                                                absl::Duration timeout, TensorMemory* memory) {
+  std::unique_ptr<LedgerCheck> check(
+      new LedgerCheck(comm, step, std::move(window), timeout, memory));
+  check->start_error_ = Annotate(check->StartSummary(), step, "staging the summary");
   return check;
+}
+
+absl::Status LedgerCheck::StartSummary() {
+  ASSIGN_OR_RETURN(StagedBytes in, StagedBytes::Create(memory_, kSummaryBytes));
+  ASSIGN_OR_RETURN(StagedBytes out,
+                   StagedBytes::Create(memory_, kSummaryBytes * comm_->world_size()));
+  summary_in_ = std::make_unique<StagedBytes>(std::move(in));
+  summary_out_ = std::make_unique<StagedBytes>(std::move(out));
+  PutU64(static_cast<uint64_t>(step_), summary_in_->host());
+  PutU64(window_.size(), summary_in_->host() + 8);
+  PutU64(DigestRecords(window_), summary_in_->host() + 16);
+  RETURN_IF_ERROR(summary_in_->Upload());
+  CollectiveOptions copts;
+  copts.timeout = timeout_;
+  summary_work_ = comm_->AllGather(summary_in_->view(), summary_out_->view(), copts);
+  return absl::OkStatus();
 }
 
 absl::Status LedgerCheck::Finish() {
@@ -207,12 +218,15 @@ absl::Status LedgerCheck::Finish() {
 }
 
 absl::Status LedgerCheck::FinishOnce() {
-  RETURN_IF_ERROR(Annotate(summary_work_->Wait(), step_, "summary all-gather"));
+  RETURN_IF_ERROR(start_error_);
+  absl::Status waited = summary_work_->Wait();
+  if (waited.ok()) waited = summary_out_->Download();
+  RETURN_IF_ERROR(Annotate(waited, step_, "summary all-gather"));
   const int n = comm_->world_size();
   std::vector<uint64_t> steps(n), counts(n), digests(n);
   bool agree = true;
   for (int r = 0; r < n; ++r) {
-    const uint8_t* s = summary_out_.data() + r * kSummaryBytes;
+    const uint8_t* s = summary_out_->host() + r * kSummaryBytes;
     steps[r] = GetU64(s);
     counts[r] = GetU64(s + 8);
     digests[r] = GetU64(s + 16);
@@ -225,20 +239,21 @@ absl::Status LedgerCheck::FinishOnce() {
   const uint64_t longest = *std::max_element(counts.begin(), counts.end());
   std::vector<std::vector<CollectiveRecord>> per_rank(n);
   if (longest > 0) {
-    std::vector<uint8_t> in(longest * kRecordWireBytes, 0);
+    ASSIGN_OR_RETURN(StagedBytes in, StagedBytes::Create(memory_, longest * kRecordWireBytes));
     for (size_t i = 0; i < window_.size(); ++i) {
-      EncodeRecord(window_[i], in.data() + i * kRecordWireBytes);
+      EncodeRecord(window_[i], in.host() + i * kRecordWireBytes);
     }
     // Padding entries decode as kind kNone ("issued nothing here").
-    std::vector<uint8_t> out(in.size() * n);
+    ASSIGN_OR_RETURN(StagedBytes out, StagedBytes::Create(memory_, in.size() * n));
+    RETURN_IF_ERROR(Annotate(in.Upload(), step_, "staging the records"));
     CollectiveOptions copts;
     copts.timeout = timeout_;
-    auto work = comm_->AllGather(TensorView{in.data(), in.size(), DataType::kUInt8},
-                                 TensorView{out.data(), out.size(), DataType::kUInt8}, copts);
-    RETURN_IF_ERROR(Annotate(work->Wait(), step_, "record all-gather"));
+    absl::Status waited = comm_->AllGather(in.view(), out.view(), copts)->Wait();
+    if (waited.ok()) waited = out.Download();
+    RETURN_IF_ERROR(Annotate(waited, step_, "record all-gather"));
     for (int r = 0; r < n; ++r) {
       for (uint64_t i = 0; i < counts[r]; ++i) {
-        per_rank[r].push_back(DecodeRecord(out.data() + (r * longest + i) * kRecordWireBytes));
+        per_rank[r].push_back(DecodeRecord(out.host() + (r * longest + i) * kRecordWireBytes));
       }
     }
   }

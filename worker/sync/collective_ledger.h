@@ -31,6 +31,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "worker/collective/collective.h"
+#include "worker/sync/tensor_memory.h"
 
 namespace ringleader {
 
@@ -116,10 +117,13 @@ class CollectiveLedger {
 //                                                   └─differ──> all-gather(records) ──> error
 class LedgerCheck {
  public:
-  // `comm` must outlive the check.
+  // `comm` must outlive the check. The exchanged summaries and records are staged through
+  // `memory` (null = host memory; not owned, must outlive the check), which must match the
+  // collective's memory kind. A staging failure is returned by Finish (no collective issued).
   static std::unique_ptr<LedgerCheck> Start(Collective* comm, int64_t step,
                                             std::vector<CollectiveRecord> window,
-                                            absl::Duration timeout);
+                                            absl::Duration timeout,
+                                            TensorMemory* memory = nullptr);
   ~LedgerCheck();
 
   // Idempotent. Errors: FAILED_PRECONDITION "collective desync at step S: ..." naming the first
@@ -129,15 +133,18 @@ class LedgerCheck {
 
  private:
   LedgerCheck(Collective* comm, int64_t step, std::vector<CollectiveRecord> window,
-              absl::Duration timeout);
+              absl::Duration timeout, TensorMemory* memory);
+  absl::Status StartSummary();
   absl::Status FinishOnce();
 
   Collective* comm_;
   int64_t step_;
   std::vector<CollectiveRecord> window_;
   absl::Duration timeout_;
-  std::vector<uint8_t> summary_in_;
-  std::vector<uint8_t> summary_out_;
+  TensorMemory* memory_;
+  absl::Status start_error_;
+  std::unique_ptr<StagedBytes> summary_in_;
+  std::unique_ptr<StagedBytes> summary_out_;
   std::shared_ptr<Work> summary_work_;
   bool finished_ = false;
   absl::Status result_;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -15,17 +16,6 @@ absl::Status Annotate(const absl::Status& s, const char* what) {
   return absl::Status(s.code(), absl::StrCat("drift check: ", what, " failed: ", s.message()));
 }
 
-// max |a - b|, NaN if either side has a NaN (a plain max would drop it).
-double MaxAbsDiff(const float* a, const float* b, size_t n) {
-  double worst = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double d = std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i]));
-    if (std::isnan(d)) return std::nan("");
-    if (d > worst) worst = d;
-  }
-  return worst;
-}
-
 // NaN ranks above every number, so a diverged tensor is the one reported.
 bool Worse(double a, double b) { return (std::isnan(a) && !std::isnan(b)) || a > b; }
 
@@ -35,34 +25,41 @@ absl::StatusOr<DriftResult> MeasureDrift(Collective* comm, const std::vector<Par
                                          const std::vector<const float*>& params,
                                          const DriftOptions& opts) {
   if (comm == nullptr) return absl::InvalidArgumentError("drift check: comm is null");
-  if (comm->memory_kind() != MemoryKind::kHost) {
-    return absl::UnimplementedError("drift check: parameters must be in host memory");
-  }
+  RETURN_IF_ERROR(CheckMemoryMatches(*comm, opts.memory, "drift check"));
+  TensorMemory* memory = opts.memory != nullptr ? opts.memory : HostMemory();
   if (infos.size() != params.size() || infos.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("drift check: ", infos.size(),
                                                    " parameter infos but ", params.size(),
                                                    " parameter pointers (need >= 1, equal)"));
   }
+  const size_t n = infos.size();
   size_t total = 0;
-  for (size_t i = 0; i < infos.size(); ++i) {
+  std::vector<size_t> counts(n);
+  for (size_t i = 0; i < n; ++i) {
     if (params[i] == nullptr && infos[i].count > 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("drift check: parameter '", infos[i].name, "' has no data"));
     }
+    counts[i] = infos[i].count;
     total += infos[i].count;
   }
   CollectiveOptions copts;
   copts.timeout = opts.timeout;
   copts.bucket = kTagDrift;
 
-  // Rank 0's parameters, packed: one broadcast instead of one per tensor.
-  std::vector<float> root(total);
-  if (comm->rank() == 0) {
-    size_t off = 0;
-    for (size_t i = 0; i < infos.size(); ++i) {
-      std::memcpy(root.data() + off, params[i], infos[i].count * sizeof(float));
-      off += infos[i].count;
+  // Rank 0's parameters, packed into scratch memory next to the parameters: one broadcast
+  // instead of one per tensor.
+  ASSIGN_OR_RETURN(TensorBuffer<float> root, TensorBuffer<float>::Allocate(memory, total));
+  std::vector<const float*> root_tensors(n);
+  size_t off = 0;
+  for (size_t i = 0; i < n; ++i) {
+    root_tensors[i] = root.data() + off;
+    if (comm->rank() == 0) {
+      RETURN_IF_ERROR(
+          Annotate(memory->Copy(root.data() + off, params[i], counts[i] * sizeof(float)),
+                   "packing rank 0's parameters"));
     }
+    off += counts[i];
   }
   if (opts.ledger != nullptr) {
     opts.ledger->Record(CollectiveKind::kBroadcast, kTagDrift, total, DataType::kFloat32);
@@ -71,32 +68,37 @@ absl::StatusOr<DriftResult> MeasureDrift(Collective* comm, const std::vector<Par
       comm->Broadcast(TensorView{root.data(), total, DataType::kFloat32}, 0, copts)->Wait(),
       "broadcast of rank 0's parameters"));
 
-  const size_t n = infos.size();
-  std::vector<float> local(n);
+  // max|W_r - W_0| per tensor where the parameters live; only n values come back.
+  std::vector<double> diffs;
+  RETURN_IF_ERROR(Annotate(memory->MaxAbsDiff(params, root_tensors, counts, &diffs),
+                           "comparing with rank 0's parameters"));
   DriftResult result;
-  size_t off = 0;
+  const int world = comm->world_size();
+  ASSIGN_OR_RETURN(StagedBytes local, StagedBytes::Create(memory, n * sizeof(float)));
+  ASSIGN_OR_RETURN(StagedBytes all, StagedBytes::Create(memory, n * world * sizeof(float)));
   for (size_t i = 0; i < n; ++i) {
-    const double d = MaxAbsDiff(params[i], root.data() + off, infos[i].count);
-    off += infos[i].count;
-    local[i] = static_cast<float>(d);
-    if (Worse(d, result.local_max_drift)) result.local_max_drift = d;
+    const float d = static_cast<float>(diffs[i]);
+    std::memcpy(local.host() + i * sizeof(float), &d, sizeof(float));
+    if (Worse(diffs[i], result.local_max_drift)) result.local_max_drift = diffs[i];
   }
   // Every rank's per-tensor maxima, so every rank returns the same verdict.
-  const int world = comm->world_size();
-  std::vector<float> all(n * world);
+  RETURN_IF_ERROR(Annotate(local.Upload(), "staging per-tensor drift"));
   if (opts.ledger != nullptr) {
     opts.ledger->Record(CollectiveKind::kAllGather, kTagDrift, n, DataType::kFloat32);
   }
-  RETURN_IF_ERROR(Annotate(comm->AllGather(TensorView{local.data(), n, DataType::kFloat32},
-                                           TensorView{all.data(), all.size(), DataType::kFloat32},
-                                           copts)
-                               ->Wait(),
-                           "all-gather of per-tensor drift"));
+  absl::Status gathered =
+      comm->AllGather(TensorView{local.wire(), n, DataType::kFloat32},
+                      TensorView{all.wire(), n * world, DataType::kFloat32}, copts)
+          ->Wait();
+  if (gathered.ok()) gathered = all.Download();
+  RETURN_IF_ERROR(Annotate(gathered, "all-gather of per-tensor drift"));
+  std::vector<float> all_values(n * world);
+  std::memcpy(all_values.data(), all.host(), all.size());
   result.per_parameter.assign(n, 0.0);
   size_t worst_param = 0;
   for (int r = 0; r < world; ++r) {
     for (size_t i = 0; i < n; ++i) {
-      const double d = all[r * n + i];
+      const double d = all_values[r * n + i];
       if (Worse(d, result.per_parameter[i])) result.per_parameter[i] = d;
       if (Worse(d, result.max_drift)) {
         result.max_drift = d;

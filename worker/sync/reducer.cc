@@ -4,20 +4,15 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
-#include "worker/collective/bf16.h"
 
 namespace ringleader {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
-// Names listed per rank in the unused-parameter error before "... and N more".
-constexpr size_t kMaxNamesPerRank = 10;
 
 // Programmer bugs (wrong call order, index out of range) abort with a message: returning an
 // error from a backward hook would leave the other ranks waiting in a collective.
@@ -85,28 +80,27 @@ absl::StatusOr<std::unique_ptr<Reducer>> Reducer::Create(Collective* comm,
                      opts.ledger_check_interval_steps));
   }
   if (opts.clock == nullptr) return absl::InvalidArgumentError("reducer: clock is null");
-  if (comm->memory_kind() != MemoryKind::kHost) {
-    return absl::UnimplementedError(
-        absl::StrCat("reducer: backend '", comm->backend_name(),
-                     "' reduces device memory; the reducer's bucket arena is host memory"));
-  }
+  RETURN_IF_ERROR(CheckMemoryMatches(*comm, opts.memory, "reducer"));
   ASSIGN_OR_RETURN(BucketLayout layout,
                    ComputeBucketLayout(Counts(params), ReverseRegistrationOrder(params.size()),
                                        LayoutOptions(opts)));
-  return std::unique_ptr<Reducer>(
-      new Reducer(comm, std::move(params), opts, std::move(layout)));
+  TensorMemory* memory = opts.memory != nullptr ? opts.memory : HostMemory();
+  std::unique_ptr<Reducer> reducer(
+      new Reducer(comm, std::move(params), opts, std::move(layout), memory));
+  RETURN_IF_ERROR(reducer->AllocateArena());
+  return reducer;
 }
 
 Reducer::Reducer(Collective* comm, std::vector<ParameterInfo> params, ReducerOptions opts,
-                 BucketLayout layout)
+                 BucketLayout layout, TensorMemory* memory)
     : comm_(comm),
       params_(std::move(params)),
       opts_(opts),
       layout_(std::move(layout)),
+      memory_(memory),
       step_(opts.first_step) {
   ready_now_.assign(params_.size(), 0);
   ready_in_step_.assign(params_.size(), 0);
-  AllocateArena();
 }
 
 Reducer::~Reducer() {
@@ -117,9 +111,22 @@ Reducer::~Reducer() {
   if (extra_bucket_work_ != nullptr) extra_bucket_work_->Wait().IgnoreError();
 }
 
-void Reducer::AllocateArena() {
-  arena_.assign(layout_.arena_count(), 0.0f);
-  if (opts_.comm_dtype == DataType::kBFloat16) bf16_arena_.assign(layout_.arena_count(), 0);
+absl::Status Reducer::AllocateArena() {
+  ASSIGN_OR_RETURN(arena_, TensorBuffer<float>::Allocate(memory_, layout_.arena_count()));
+  RETURN_IF_ERROR(memory_->Zero(arena_.data(), arena_.bytes()));
+  if (opts_.comm_dtype == DataType::kBFloat16) {
+    // Every element is written by a cast before a collective reads it.
+    ASSIGN_OR_RETURN(bf16_arena_, TensorBuffer<uint16_t>::Allocate(memory_, layout_.arena_count()));
+  }
+  return absl::OkStatus();
+}
+
+void Reducer::NoteMemoryError(const absl::Status& s) {
+  if (!s.ok() && memory_error_.ok()) {
+    memory_error_ = absl::Status(
+        s.code(), absl::StrCat("step ", step_, ": reducer memory (", memory_->name(), "): ",
+                               s.message()));
+  }
 }
 
 std::vector<float*> Reducer::gradient_slots() {
@@ -137,7 +144,7 @@ bool Reducer::layout_changed() {
 void Reducer::ZeroGradients() {
   Check(!syncing_ || next_bucket_ == 0,
         "ZeroGradients() while bucket all-reduces are in flight (call FinishStep first)");
-  std::fill(arena_.begin(), arena_.end(), 0.0f);
+  NoteMemoryError(memory_->Zero(arena_.data(), arena_.bytes()));
 }
 
 void Reducer::BeginMicroBatch(int k) {
@@ -147,7 +154,7 @@ void Reducer::BeginMicroBatch(int k) {
   Check(k == 0 || k == micro_batch_ + 1, "BeginMicroBatch: micro-batches must come 0, 1, ...");
   if (k == 0) {
     // Slots of the pre-rebuild arena were valid until now (see gradient_slots()).
-    std::vector<float>().swap(retired_arena_);
+    retired_arena_.Reset();
     std::fill(ready_in_step_.begin(), ready_in_step_.end(), 0);
   }
   micro_batch_ = k;
@@ -157,61 +164,6 @@ void Reducer::BeginMicroBatch(int k) {
 
 void Reducer::RecordForStep(CollectiveKind kind, int32_t bucket, size_t count, DataType dtype) {
   step_records_.push_back(ledger_.Record(kind, bucket, count, dtype));
-}
-
-void Reducer::StartSyncMicroBatch() {
-  syncing_ = true;
-  const size_t nb = layout_.buckets.size();
-  bucket_pending_.resize(nb);
-  for (size_t b = 0; b < nb; ++b) bucket_pending_[b] = layout_.buckets[b].params.size();
-  bucket_work_.assign(nb, nullptr);
-  bucket_launch_time_.assign(nb, absl::InfinitePast());
-  next_bucket_ = 0;
-  launched_in_backward_ = 0;
-  ready_order_.clear();
-  step_records_.clear();
-  pending_error_ = absl::OkStatus();
-  ledger_checked_this_step_ = false;
-  if (!failed_.ok()) return;
-
-  // Record now what this step will issue, so the check below covers it before it goes out.
-  if (extra_bucket_for_test_ > 0) {
-    RecordForStep(CollectiveKind::kAllReduce, static_cast<int32_t>(nb), extra_bucket_for_test_,
-                  DataType::kFloat32);
-  }
-  for (size_t b = 0; b < nb; ++b) {
-    RecordForStep(CollectiveKind::kAllReduce, static_cast<int32_t>(b),
-                  layout_.collective_count(b), opts_.comm_dtype);
-  }
-  const int interval = opts_.ledger_check_interval_steps;
-  ledger_check_.reset();
-  if (interval > 0 && synced_steps_ % interval == 0) {
-    // Runs during the forward pass; waited for before the first bucket goes out.
-    ledger_check_ = LedgerCheck::Start(comm_, step_, ledger_.TakeWindow(), opts_.timeout);
-  } else if (interval == 0) {
-    ledger_.TakeWindow();  // never compared: do not let the window grow
-  }
-  ledger_check_resolved_ = false;
-}
-
-absl::Status Reducer::ResolveLedgerCheck() {
-  if (ledger_check_resolved_) return absl::OkStatus();
-  ledger_check_resolved_ = true;
-  absl::Status s = ledger_check_ != nullptr ? ledger_check_->Finish() : absl::OkStatus();
-  ledger_checked_this_step_ = ledger_check_ != nullptr && s.ok();
-  if (s.ok() && extra_bucket_for_test_ > 0) {
-    // Only reached when the check is off or not due: the test hook then really issues the
-    // extra collective (and the ranks desynchronise, as they would in production).
-    extra_bucket_buffer_.assign(extra_bucket_for_test_, 0.0f);
-    CollectiveOptions copts;
-    copts.timeout = opts_.timeout;
-    copts.bucket = static_cast<int>(layout_.buckets.size());
-    extra_bucket_work_ = comm_->AllReduce(
-        TensorView{extra_bucket_buffer_.data(), extra_bucket_buffer_.size(), DataType::kFloat32},
-        ReduceOp::kAvg, copts);
-  }
-  extra_bucket_for_test_ = 0;
-  return s;
 }
 
 void Reducer::MarkReady(size_t i) {
@@ -245,7 +197,9 @@ void Reducer::LaunchBucket(size_t b, bool from_backward) {
   TensorView view{data, count, DataType::kFloat32};
   if (opts_.comm_dtype == DataType::kBFloat16) {
     uint16_t* wire = bf16_arena_.data() + bucket.offset;
-    for (size_t i = 0; i < count; ++i) wire[i] = FloatToBf16(data[i]);
+    // A failed cast still issues the collective (with whatever the wire holds), so the other
+    // ranks never wait for a bucket this rank skipped; FinishStep reports the failure.
+    NoteMemoryError(memory_->CastToBf16(data, wire, count));
     view = TensorView{wire, count, DataType::kBFloat16};
   }
   CollectiveOptions copts;
@@ -275,7 +229,10 @@ absl::Status Reducer::FinishStep(StepSyncStats* stats) {
         "BeginMicroBatch(k) before each micro-batch's backward)"));
     return failed_;
   }
-  if (!syncing_) return absl::OkStatus();  // no_sync micro-batch: gradients just accumulate
+  if (!syncing_) {  // no_sync micro-batch: gradients just accumulate
+    failed_ = memory_error_;
+    return failed_;
+  }
   absl::Status s = FinishSync(stats);
   syncing_ = false;
   micro_batch_ = -1;
@@ -294,7 +251,8 @@ absl::Status Reducer::FinishSync(StepSyncStats* stats) {
     // No gradient in any micro-batch: reduce zeros, never stale slot contents. A parameter used
     // only in earlier micro-batches keeps what they accumulated.
     if (!ready_in_step_[i]) {
-      std::fill_n(arena_.data() + layout_.param_offset[i], layout_.param_count[i], 0.0f);
+      NoteMemoryError(memory_->Zero(arena_.data() + layout_.param_offset[i],
+                                    layout_.param_count[i] * sizeof(float)));
     }
   }
   if (!pending_error_.ok()) return pending_error_;  // ledger check failed during backward
@@ -303,12 +261,43 @@ absl::Status Reducer::FinishSync(StepSyncStats* stats) {
   // Which buckets were already done when backward ended: their whole duration was hidden.
   std::vector<bool> done_at_finish(nb, false);
   for (size_t b = 0; b < next_bucket_; ++b) done_at_finish[b] = bucket_work_[b]->IsDone();
-  // The sentinel rides in the last bucket; if that bucket was launched in backward every
-  // parameter was ready and the slot already holds 0.
-  arena_[layout_.gradient_count] = static_cast<float>(unready.size());
+  // The sentinel rides in the last bucket. If that bucket was launched in backward every
+  // parameter was ready and its slot still holds the 0 the last step left there.
+  if (next_bucket_ < nb) {
+    const float count = static_cast<float>(unready.size());
+    NoteMemoryError(
+        memory_->CopyFromHost(arena_.data() + layout_.gradient_count, &count, sizeof(float)));
+  }
   while (next_bucket_ < nb) LaunchBucket(next_bucket_++, /*from_backward=*/false);
+  RETURN_IF_ERROR(WaitForBuckets(done_at_finish, finish_start, stats));
+  RETURN_IF_ERROR(memory_error_);
 
-  // Wait for every bucket (even after a failure: the collectives write into the arena).
+  float sentinel = 0;
+  RETURN_IF_ERROR(ReadAndClearSentinel(&sentinel));
+  // Identical on every rank (it is an all-reduce result), so every rank takes the same branch.
+  if (sentinel != 0.0f) {
+    if (!opts_.find_unused_parameters) return CheckUnready(unready);
+    for (size_t i : unready) stats->unused_parameters.push_back(params_[i].name);
+  }
+  if (opts_.rebuild_buckets && synced_steps_ == 0) RETURN_IF_ERROR(RebuildBuckets());
+
+  stats->synced = true;
+  stats->buckets = static_cast<int>(nb);
+  stats->buckets_launched_in_backward = launched_in_backward_;
+  stats->collectives = static_cast<int>(step_records_.size());
+  stats->collective_digest = DigestRecords(step_records_);
+  stats->ledger_checked = ledger_checked_this_step_;
+  stats->finish_time = opts_.clock->Now() - finish_start;
+  ++step_;
+  ++synced_steps_;
+  return absl::OkStatus();
+}
+
+// Waits for every bucket (even after a failure: the collectives write into the arena) and the
+// test's extra bucket; fills the timing stats.
+absl::Status Reducer::WaitForBuckets(const std::vector<bool>& done_at_finish,
+                                     absl::Time finish_start, StepSyncStats* stats) {
+  const size_t nb = layout_.buckets.size();
   absl::Status first_error;
   absl::Duration comm, hidden;
   for (size_t b = 0; b < nb; ++b) {
@@ -339,70 +328,18 @@ absl::Status Reducer::FinishSync(StepSyncStats* stats) {
   stats->comm_time = comm;
   stats->hidden_comm_time = hidden;
   bucket_work_.assign(nb, nullptr);
-  RETURN_IF_ERROR(first_error);
-
-  if (opts_.comm_dtype == DataType::kBFloat16) {
-    for (size_t i = 0; i < arena_.size(); ++i) arena_[i] = Bf16ToFloat(bf16_arena_[i]);
-  }
-  const float sentinel = arena_[layout_.gradient_count];
-  arena_[layout_.gradient_count] = 0.0f;
-  // Identical on every rank (it is an all-reduce result), so every rank takes the same branch.
-  if (sentinel != 0.0f) {
-    if (!opts_.find_unused_parameters) return CheckUnready(unready);
-    for (size_t i : unready) stats->unused_parameters.push_back(params_[i].name);
-  }
-  if (opts_.rebuild_buckets && synced_steps_ == 0) RETURN_IF_ERROR(RebuildBuckets());
-
-  stats->synced = true;
-  stats->buckets = static_cast<int>(nb);
-  stats->buckets_launched_in_backward = launched_in_backward_;
-  stats->collectives = static_cast<int>(step_records_.size());
-  stats->collective_digest = DigestRecords(step_records_);
-  stats->ledger_checked = ledger_checked_this_step_;
-  stats->finish_time = opts_.clock->Now() - finish_start;
-  ++step_;
-  ++synced_steps_;
-  return absl::OkStatus();
+  return first_error;
 }
 
-absl::Status Reducer::CheckUnready(const std::vector<size_t>& local_unready) {
-  const size_t n = params_.size();
-  const size_t bytes = (n + 7) / 8;
-  const int world = comm_->world_size();
-  std::vector<uint8_t> in(bytes, 0), out(bytes * world, 0);
-  for (size_t i : local_unready) in[i / 8] |= static_cast<uint8_t>(1u << (i % 8));
-  RecordForStep(CollectiveKind::kAllGather, kTagUnusedBitmap, bytes, DataType::kUInt8);
-  CollectiveOptions copts;
-  copts.timeout = opts_.timeout;
-  copts.bucket = kTagUnusedBitmap;
-  absl::Status s = comm_->AllGather(TensorView{in.data(), bytes, DataType::kUInt8},
-                                    TensorView{out.data(), out.size(), DataType::kUInt8}, copts)
-                       ->Wait();
-  if (!s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("step ", step_,
-                                               ": some rank left parameters without gradient, "
-                                               "and the all-gather naming them failed: ",
-                                               s.message()));
+// Casts the reduced buckets back (bf16), then reads the all-reduced sentinel and leaves 0 in
+// its slot for the next step.
+absl::Status Reducer::ReadAndClearSentinel(float* sentinel) {
+  if (opts_.comm_dtype == DataType::kBFloat16) {
+    RETURN_IF_ERROR(memory_->CastFromBf16(bf16_arena_.data(), arena_.data(), arena_.size()));
   }
-  std::vector<std::string> per_rank;
-  for (int r = 0; r < world; ++r) {
-    std::vector<std::string> names;
-    size_t total = 0;
-    for (size_t i = 0; i < n; ++i) {
-      if (!(out[r * bytes + i / 8] & (1u << (i % 8)))) continue;
-      if (++total <= kMaxNamesPerRank) names.push_back(params_[i].name);
-    }
-    if (total == 0) continue;
-    std::string entry = absl::StrCat("rank ", r, ": ", absl::StrJoin(names, ", "));
-    if (total > names.size()) absl::StrAppend(&entry, " and ", total - names.size(), " more");
-    per_rank.push_back(std::move(entry));
-  }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "step ", step_, ": parameters received no gradient in the step's sync micro-batch (",
-      "micro-batch ", opts_.gradient_accumulation_steps, " of ",
-      opts_.gradient_accumulation_steps, ") — ", absl::StrJoin(per_rank, "; "),
-      ". Every rank must reduce every parameter each step: set sync.find_unused_parameters: "
-      "true, or freeze them on every rank"));
+  float* slot = arena_.data() + layout_.gradient_count;
+  RETURN_IF_ERROR(memory_->CopyToHost(sentinel, slot, sizeof(float)));
+  return memory_->Zero(slot, sizeof(float));
 }
 
 absl::Status Reducer::RebuildBuckets() {
@@ -419,16 +356,17 @@ absl::Status Reducer::RebuildBuckets() {
     if (!seen[i]) order.push_back(static_cast<uint32_t>(i));
   }
   // Rank 0's order wins, so every rank computes the same layout.
-  std::vector<uint8_t> wire(n * 4);
+  ASSIGN_OR_RETURN(StagedBytes wire, StagedBytes::Create(memory_, n * 4));
   for (size_t k = 0; k < n; ++k) {
-    for (int j = 0; j < 4; ++j) wire[4 * k + j] = static_cast<uint8_t>(order[k] >> (8 * j));
+    for (int j = 0; j < 4; ++j) wire.host()[4 * k + j] = static_cast<uint8_t>(order[k] >> (8 * j));
   }
+  RETURN_IF_ERROR(wire.Upload());
   RecordForStep(CollectiveKind::kBroadcast, kTagLayoutOrder, wire.size(), DataType::kUInt8);
   CollectiveOptions copts;
   copts.timeout = opts_.timeout;
   copts.bucket = kTagLayoutOrder;
-  absl::Status s =
-      comm_->Broadcast(TensorView{wire.data(), wire.size(), DataType::kUInt8}, 0, copts)->Wait();
+  absl::Status s = comm_->Broadcast(wire.view(), 0, copts)->Wait();
+  if (s.ok()) s = wire.Download();
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat("step ", step_,
                                                ": broadcast of the rebuilt bucket order failed: ",
@@ -437,7 +375,7 @@ absl::Status Reducer::RebuildBuckets() {
   std::vector<size_t> root_order(n);
   for (size_t k = 0; k < n; ++k) {
     uint32_t v = 0;
-    for (int j = 0; j < 4; ++j) v |= static_cast<uint32_t>(wire[4 * k + j]) << (8 * j);
+    for (int j = 0; j < 4; ++j) v |= static_cast<uint32_t>(wire.host()[4 * k + j]) << (8 * j);
     root_order[k] = v;
   }
   absl::StatusOr<BucketLayout> rebuilt =
@@ -448,13 +386,17 @@ absl::Status Reducer::RebuildBuckets() {
   }
   if (LayoutFingerprint(*rebuilt) == LayoutFingerprint(layout_)) return absl::OkStatus();
 
-  std::vector<float> arena(rebuilt->arena_count(), 0.0f);
+  ASSIGN_OR_RETURN(TensorBuffer<float> arena,
+                   TensorBuffer<float>::Allocate(memory_, rebuilt->arena_count()));
+  RETURN_IF_ERROR(memory_->Zero(arena.data(), arena.bytes()));
   for (size_t i = 0; i < n; ++i) {
-    std::memcpy(arena.data() + rebuilt->param_offset[i], arena_.data() + layout_.param_offset[i],
-                layout_.param_count[i] * sizeof(float));
+    RETURN_IF_ERROR(memory_->Copy(arena.data() + rebuilt->param_offset[i],
+                                  arena_.data() + layout_.param_offset[i],
+                                  layout_.param_count[i] * sizeof(float)));
   }
-  retired_arena_.swap(arena_);
-  arena_.swap(arena);
+  // The bf16 wire buffer keeps its size (same elements) and is rewritten before each use.
+  retired_arena_ = std::move(arena_);
+  arena_ = std::move(arena);
   layout_ = std::move(*rebuilt);
   layout_changed_ = true;
   return absl::OkStatus();

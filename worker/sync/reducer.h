@@ -66,6 +66,10 @@
 //           buckets launch on MarkReady) └──FinishStep error──> FAILED (sticky: every later
 //                                                               FinishStep returns the error)
 //
+// Memory: the reducer touches its arena only through ReducerOptions::memory (tensor_memory.h):
+// host memory for gloo, the GPU trainer's device memory (on its compute stream) for NCCL. The
+// reducer itself never picks one; a memory whose kind differs from the collective's is refused.
+//
 // Thread-safety: not thread-safe. One training thread calls every method, MarkReady included
 // (Mlp calls on_ready on the thread that runs ForwardBackward). The collective's own threads
 // never call into the Reducer.
@@ -85,6 +89,7 @@
 #include "worker/collective/collective.h"
 #include "worker/sync/bucket_layout.h"
 #include "worker/sync/collective_ledger.h"
+#include "worker/sync/tensor_memory.h"
 #include "worker/trainer/parameter.h"
 
 namespace ringleader {
@@ -117,6 +122,10 @@ struct ReducerOptions {
   int64_t first_step = 1;
   // Measures the stats' durations. Not owned; must outlive the reducer.
   Clock* clock = Clock::Real();
+  // Where the arena and every staging buffer live: the memory of the trainer whose gradients
+  // the reducer holds (its kind must be the collective's memory_kind()). nullptr = host memory.
+  // Not owned; must outlive the reducer. See tensor_memory.h.
+  TensorMemory* memory = nullptr;
 };
 
 // What one FinishStep did. Durations come from `ReducerOptions::clock` and Work::Duration().
@@ -150,8 +159,9 @@ class Reducer {
   // `comm` is not owned and must outlive the reducer; `params` in registration order. Issues no
   // collective. Errors: INVALID_ARGUMENT naming the field (null comm, no parameters, a parameter
   // with 0 elements, bucket_cap_mb / first_bucket_mb <= 0, gradient_accumulation_steps < 1,
-  // comm_dtype kUInt8, timeout <= 0, ledger_check_interval_steps < 0, null clock);
-  // UNIMPLEMENTED if comm->memory_kind() is kDevice (the arena is host memory).
+  // comm_dtype kUInt8, timeout <= 0, ledger_check_interval_steps < 0, null clock, or a memory
+  // whose kind is not comm->memory_kind(), e.g. an NCCL collective with host memory); the
+  // memory's allocation errors (RESOURCE_EXHAUSTED, FAILED_PRECONDITION "no usable GPU").
   static absl::StatusOr<std::unique_ptr<Reducer>> Create(Collective* comm,
                                                          std::vector<ParameterInfo> params,
                                                          ReducerOptions opts);
@@ -159,9 +169,10 @@ class Reducer {
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
 
-  // parameter i's gradient slot (parameters()[i].count floats inside the arena), for
-  // Mlp::BindGradients. They change after a rebuild (see layout_changed()); the old slots stay
-  // valid, holding the same reduced gradients, until the next BeginMicroBatch(0).
+  // parameter i's gradient slot (parameters()[i].count floats inside the arena, in
+  // ReducerOptions::memory), for Mlp::BindGradients / GpuMlp::BindGradients. They change after
+  // a rebuild (see layout_changed()); the old slots stay valid, holding the same reduced
+  // gradients, until the next BeginMicroBatch(0).
   std::vector<float*> gradient_slots();
   // True once after FinishStep rebuilt the buckets: re-bind the slots before the next
   // BeginMicroBatch.
@@ -189,7 +200,9 @@ class Reducer {
   //     (names the first divergent collective and the ranks), or FinishStep called before any
   //     BeginMicroBatch of the step;
   //   DEADLINE_EXCEEDED / UNAVAILABLE / ABORTED / INTERNAL from the collectives (the message
-  //     names the bucket and step).
+  //     names the bucket and step);
+  //   the memory's errors from any arena operation since the last FinishStep (ZeroGradients,
+  //     MarkReady and BeginMicroBatch cannot return one: it is kept for FinishStep).
   absl::Status FinishStep(StepSyncStats* stats);
 
   const BucketLayout& layout() const { return layout_; }
@@ -207,29 +220,37 @@ class Reducer {
 
  private:
   Reducer(Collective* comm, std::vector<ParameterInfo> params, ReducerOptions opts,
-          BucketLayout layout);
+          BucketLayout layout, TensorMemory* memory);
 
-  // Launching and finishing (reducer.cc explains each).
-  void AllocateArena();
-  void StartSyncMicroBatch();
-  absl::Status ResolveLedgerCheck();
+  // Launching, finishing and rebuilding (reducer.cc explains each).
+  absl::Status AllocateArena();
   void LaunchReadyBuckets();
   void LaunchBucket(size_t b, bool from_backward);
   absl::Status FinishSync(StepSyncStats* stats);
-  absl::Status CheckUnready(const std::vector<size_t>& local_unready);
+  absl::Status WaitForBuckets(const std::vector<bool>& done_at_finish, absl::Time finish_start,
+                              StepSyncStats* stats);
+  absl::Status ReadAndClearSentinel(float* sentinel);
   absl::Status RebuildBuckets();
+  // The cross-rank checks (reducer_checks.cc): the ledger check of each sync micro-batch, and
+  // naming the unready parameters of every rank.
+  void StartSyncMicroBatch();
+  absl::Status ResolveLedgerCheck();
+  absl::Status CheckUnready(const std::vector<size_t>& local_unready);
   void RecordForStep(CollectiveKind kind, int32_t bucket, size_t count, DataType dtype);
   std::string BucketName(size_t b) const;
+  // Keeps the first failed arena operation for FinishStep (for methods that return void).
+  void NoteMemoryError(const absl::Status& s);
 
   Collective* comm_;
   std::vector<ParameterInfo> params_;
   ReducerOptions opts_;
   BucketLayout layout_;
   CollectiveLedger ledger_;
+  TensorMemory* memory_;  // opts_.memory, or HostMemory()
 
-  std::vector<float> arena_;          // gradients + readiness sentinel
-  std::vector<float> retired_arena_;  // previous arena after a rebuild, freed at micro-batch 0
-  std::vector<uint16_t> bf16_arena_;  // wire buffer when comm_dtype is kBFloat16
+  TensorBuffer<float> arena_;          // gradients + readiness sentinel
+  TensorBuffer<float> retired_arena_;  // previous arena after a rebuild, freed at micro-batch 0
+  TensorBuffer<uint16_t> bf16_arena_;  // wire buffer when comm_dtype is kBFloat16
   bool layout_changed_ = false;
 
   // Per step.
@@ -249,9 +270,10 @@ class Reducer {
   bool ledger_check_resolved_ = true;
   bool ledger_checked_this_step_ = false;
   absl::Status pending_error_;        // found during backward, returned by FinishStep
+  absl::Status memory_error_;         // first failed arena operation, returned by FinishStep
   std::vector<CollectiveRecord> step_records_;
   size_t extra_bucket_for_test_ = 0;
-  std::vector<float> extra_bucket_buffer_;
+  TensorBuffer<float> extra_bucket_buffer_;
   std::shared_ptr<Work> extra_bucket_work_;
 
   absl::Status failed_;               // sticky error (FAILED state)

@@ -50,7 +50,7 @@ TEST(ReducerFakeTest, CreateRejectsBadOptionsNamingTheField) {
   EXPECT_THAT(Reducer::Create(&comm, zero, {}).status().message(), HasSubstr(zero[3].name));
   FakeCollective device("nccl", MemoryKind::kDevice);
   EXPECT_EQ(Reducer::Create(&device, Params(), {}).status().code(),
-            absl::StatusCode::kUnimplemented);
+            absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(comm.calls().empty()) << "Create issues no collective";
 }
 
