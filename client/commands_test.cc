@@ -182,6 +182,7 @@ v1::JobStatus RunningJob() {
     step->set_drift(0);
     step->set_step_ms(12.3);
     step->set_comm_ms(4.5);
+    step->set_overlapped_comm_ms(3.25);
   }
   v1::EpochReport* epoch = job.add_epochs();
   epoch->set_epoch(1);
@@ -203,9 +204,9 @@ TEST_F(CommandsTest, StatusPrintsStateTransitionsRanksAndEpochs) {
   EXPECT_THAT(text, HasSubstr("fingerprint  0123456789abcdef\n"));
   EXPECT_THAT(text, HasSubstr("2023-11-14 22:13:20.000 UTC  QUEUED  submitted"));
   EXPECT_THAT(text, HasSubstr("RANK  WORKER  HOST   STATE    STEP  EPOCH  LOSS    LOCAL_GRAD  "
-                              "SYNCED_GRAD  DRIFT  STEP_MS  COMM_MS  HEARTBEAT"));
+                              "SYNCED_GRAD  DRIFT  STEP_MS  COMM_MS  HIDDEN_MS  HEARTBEAT"));
   EXPECT_THAT(text, HasSubstr("0     node0   host0  running  120   1      0.4321  2.5         "
-                              "1.75         0      12.3     4.5      1.5s"));
+                              "1.75         0      12.3     4.5      3.25       1.5s"));
   EXPECT_THAT(text, HasSubstr("1     node1   host1  running  121"));
   EXPECT_THAT(text, HasSubstr("EPOCH  TEST_ACCURACY  TEST_LOSS  TRAIN_LOSS"));
   EXPECT_THAT(text, HasSubstr("1      0.8123         0.51       0.47"));

@@ -52,7 +52,7 @@ std::string FormatJobStatus(const v1::JobStatus& job) {
   absl::StrAppend(&text, "\ntransitions\n", transitions.Render());
 
   Table ranks({"RANK", "WORKER", "HOST", "STATE", "STEP", "EPOCH", "LOSS", "LOCAL_GRAD",
-               "SYNCED_GRAD", "DRIFT", "STEP_MS", "COMM_MS", "HEARTBEAT"},
+               "SYNCED_GRAD", "DRIFT", "STEP_MS", "COMM_MS", "HIDDEN_MS", "HEARTBEAT"},
               "  ");
   std::vector<std::string> errors;
   for (const v1::RankStatus& rank : job.ranks()) {
@@ -66,6 +66,7 @@ std::string FormatJobStatus(const v1::JobStatus& job) {
                   number(step.local_grad_norm()), number(step.synced_grad_norm()),
                   stepped && step.has_drift() ? FormatNumber(step.drift()) : "-",
                   number(step.step_ms()), number(step.comm_ms()),
+                  number(step.overlapped_comm_ms()),
                   rank.worker_id().empty() ? "-" : FormatAgeMillis(rank.heartbeat_age_ms())});
     if (!rank.error().empty())
       errors.push_back(absl::StrCat("  rank ", rank.rank(), ": ", rank.error()));
