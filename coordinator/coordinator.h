@@ -15,7 +15,8 @@
 //
 // Attempt messages (JoinJob, KvSet, KvGet, ReportProgress, FinishRank) carry (job, generation);
 // a generation other than the job's current one is refused with FAILED_PRECONDITION
-// "stale generation G for job J (current G'): abandon this attempt".
+// "stale generation G for job J (current G'): abandon this attempt"; generation 0 (a job never
+// assigned) with FAILED_PRECONDITION "job J has no attempt yet (STATE): wait for an assignment".
 //
 // Time: every time comes from the injected Clock. Nothing happens on its own: CheckStaleness()
 // (a ticker in main, the test after advancing a FakeClock) declares workers lost, fails

@@ -51,6 +51,32 @@ TEST_F(AttemptTest, StaleGenerationIsRefusedEverywhere) {
   EXPECT_FALSE(Job(job_).ranks(0).finished());
 }
 
+// A QUEUED job has no attempt yet (generation 0). Messages naming generation 0 used to pass the
+// generation check: KvSet stored keys and KvGet parked under (job, 0), which no job end clears
+// (only the current attempt's store is), so a cancelled queued job left its KvGet waiting until
+// its deadline and its keys for the coordinator's lifetime.
+TEST_F(CoordinatorTest, AttemptMessagesForAJobWithoutAnAttemptAreRefused) {
+  const JobId queued = Submit(2);  // no workers: stays QUEUED
+  const AttemptId none{queued, Generation(0)};
+  CapturedValue get;
+  coordinator_.KvGetAsync(none, "k", clock_.Now() + absl::Seconds(20), get.Callback());
+  ASSERT_EQ(get.calls(), 1) << "parked on an attempt that does not exist";
+  std::vector<absl::Status> refusals = {
+      get.value().status(),
+      coordinator_.KvSet(none, "k", "v"),
+      coordinator_.JoinJob(none, Rank(0), WorkerId("w-1"), "f"),
+      coordinator_.ReportProgress(none, Rank(0), {}, {}).status(),
+      coordinator_.FinishRank(none, Rank(0), {false, "x", ""}),
+  };
+  for (const absl::Status& status : refusals) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+    EXPECT_EQ(status.message(),
+              "job job-000001 has no attempt yet (QUEUED): wait for an assignment");
+  }
+  ASSERT_TRUE(coordinator_.CancelJob(queued, "").ok());
+  EXPECT_EQ(get.calls(), 1);
+}
+
 TEST_F(AttemptTest, KvGetWaitsUntilTheKeyIsSet) {
   JoinBoth();
   CapturedValue wanted;

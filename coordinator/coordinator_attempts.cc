@@ -43,6 +43,13 @@ absl::StatusOr<JobRecord*> Coordinator::FindAttemptLocked(const AttemptId& attem
         "stale generation ", attempt.generation.value(), " for job ", attempt.job.value(),
         " (current ", job->status.generation(), "): abandon this attempt"));
   }
+  // Generation 0 = never assigned. Its keys and waiters would live under (job, 0), which no
+  // job end clears (EndJobLocked ends the current attempt only).
+  if (attempt.generation.value() == 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", attempt.job.value(), " has no attempt yet (",
+                     JobStateName(job->status.state()), "): wait for an assignment"));
+  }
   return job;
 }
 

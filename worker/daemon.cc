@@ -159,7 +159,7 @@ bool WorkerDaemon::Register(uint64_t stale_epoch) {
                    response->worker_id(), " (name ", options_.name, ", incarnation ", incarnation_,
                    ")"));
   // A lost lease means the coordinator already failed whatever this worker was running.
-  if (stale_epoch != 0) TerminateChild(nullptr, "the worker's lease was lost");
+  if (stale_epoch != 0) AbandonChildOfLostLease(stale_epoch);
   return true;
 }
 
@@ -211,6 +211,19 @@ void WorkerDaemon::TerminateChild(const v1::JobAttempt* attempt, const std::stri
   child_->Terminate(options_.kill_grace);
 }
 
+void WorkerDaemon::AbandonChildOfLostLease(uint64_t lost_epoch) {
+  absl::MutexLock lock(&mu_);
+  // A child started under the renewed lease (its old child ended and a new assignment came
+  // between the registration and here) belongs to the new lease: leave it running.
+  if (child_ == nullptr || running_lease_epoch_ > lost_epoch) return;
+  running_abandoned_ = true;
+  if (!child_->terminate_requested()) {
+    Log(absl::StrCat("stopping rank ", running_.rank, " of job ", running_.job_id,
+                     ": the worker's lease was lost (its attempt is over; not reporting it)"));
+  }
+  child_->Terminate(options_.kill_grace);
+}
+
 absl::Status WorkerDaemon::Run() {
   if (absl::Status status = ValidateOptions(options_); !status.ok()) return status;
   std::error_code error;
@@ -241,7 +254,7 @@ absl::Status WorkerDaemon::Run() {
       stop_.WaitForNotificationWithTimeout(options_.retry_interval);
       continue;
     }
-    if (response->has_assignment()) RunAttempt(response->assignment());
+    if (response->has_assignment()) RunAttempt(response->assignment(), current.epoch);
   }
   client_->CancelAll();
   heartbeats.join();
@@ -249,7 +262,7 @@ absl::Status WorkerDaemon::Run() {
   return absl::OkStatus();
 }
 
-void WorkerDaemon::RunAttempt(const v1::Assignment& assignment) {
+void WorkerDaemon::RunAttempt(const v1::Assignment& assignment, uint64_t lease_epoch) {
   const std::string what = absl::StrCat("rank ", assignment.rank(), " of job ", assignment.job_id(),
                                         " (generation ", assignment.generation(), ")");
   auto report_failure = [&](const std::string& error) {
@@ -313,20 +326,27 @@ void WorkerDaemon::RunAttempt(const v1::Assignment& assignment) {
     absl::MutexLock lock(&mu_);
     child_ = child->get();
     running_ = AttemptKey{assignment.job_id(), assignment.generation(), assignment.rank()};
+    running_lease_epoch_ = lease_epoch;
+    running_abandoned_ = false;
     ++attempts_started_;
-    if (stopping_) child_->Terminate(options_.kill_grace);
+    // The lease was lost while the child started: the attempt is over already.
+    if (lease_epoch_ != lease_epoch) running_abandoned_ = true;
+    if (stopping_ || running_abandoned_) child_->Terminate(options_.kill_grace);
   }
   Log(absl::StrCat("started ", what, " as pid ", (*child)->pid(), ", log ",
                    (dir / kLogFile).string()));
   const ExitInfo exit = (*child)->Wait();
   const bool terminated = (*child)->terminate_requested();
+  bool abandoned = false;
   {
     absl::MutexLock lock(&mu_);
     child_ = nullptr;
+    abandoned = running_abandoned_;
   }
   const bool reported = fs::exists(marker, error);
   Log(absl::StrCat(what, " ", exit.Describe(), reported ? "" : " without reporting"));
   if (reported) return;  // the rank spoke for itself; its report counts
+  if (abandoned) return;  // its lease was lost: see the file comment of daemon.h
 
   std::string message = absl::StrCat("rank process ", exit.Describe());
   if (exit.success()) absl::StrAppend(&message, " without reporting its result");

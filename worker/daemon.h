@@ -7,9 +7,13 @@
 //        ^   └─error: retry after retry_interval      ^                  │
 //        │                                                      └──child exited───┘
 //        └── Heartbeat / WaitAssignment answer NOT_FOUND (lease lost): register again with the
-//            same incarnation; a running child is terminated (its attempt failed already).
-//            The coordinator gives the same id back, so registrations are counted (the lease
-//            epoch): a NOT_FOUND to a call made under an epoch already renewed is ignored.
+//            same incarnation; a running child of the lost lease is terminated and NOT
+//            reported: that coordinator failed its attempt already, or — restarted, with its
+//            jobs in memory — forgot it and may reuse its job id and generation for a new job,
+//            which a report would fail. The coordinator gives the same id back, so
+//            registrations are counted (the lease epoch): a NOT_FOUND to a call made under an
+//            epoch already renewed is ignored, and a child started under the renewed lease
+//            is left alone.
 //   any state ──Stop()──> STOPPED (child terminated, Run returns OK)
 //
 // While RUNNING, a heartbeat answer listing the running attempt in `abort` terminates the child:
@@ -122,9 +126,13 @@ class WorkerDaemon {
   // renewed the lease since. Returns false when registration failed.
   bool Register(uint64_t stale_epoch);
   void HeartbeatLoop();
-  void RunAttempt(const v1::Assignment& assignment);
+  // Runs `assignment`, received under lease epoch `lease_epoch`, until its child exits.
+  void RunAttempt(const v1::Assignment& assignment, uint64_t lease_epoch);
   // Terminates the running child if it belongs to `attempt` (any attempt if null).
   void TerminateChild(const v1::JobAttempt* attempt, const std::string& why);
+  // Terminates the running child if its assignment came under lease epoch <= `lost_epoch`,
+  // and marks it abandoned (RunAttempt then reports nothing for it).
+  void AbandonChildOfLostLease(uint64_t lost_epoch);
   absl::Duration heartbeat_interval() const;
 
   CoordinatorClient* const client_;
@@ -145,6 +153,10 @@ class WorkerDaemon {
   // The running child and its attempt; null when IDLE.
   ChildProcess* child_ ABSL_GUARDED_BY(mu_) = nullptr;
   AttemptKey running_ ABSL_GUARDED_BY(mu_);
+  // The lease epoch the running child's assignment came under, and whether that lease was
+  // lost since (the child is then terminated and not reported).
+  uint64_t running_lease_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  bool running_abandoned_ ABSL_GUARDED_BY(mu_) = false;
   int attempts_started_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -12,7 +12,10 @@
 //       MarkReady, loss_scale 1/K, skip = frozen + fault-injected unused parameters);
 //       FinishStep; buffer broadcast; optimizer step; drift check every drift_interval_steps
 //       (and after the last step); a StepReport per step, batched to ReportProgress
-//     → per epoch (rank 0): evaluation on the whole test set → EpochReport
+//     → per epoch: every rank evaluates its 1/W shard of the test set, the sums (correct,
+//       loss, examples) are all-reduced (collective_timeout_ms) and rank 0 reports the whole
+//       set's figures → EpochReport. (Rank 0 evaluating alone left its peers waiting in the
+//       next collective for the whole evaluation, past a short collective timeout.)
 //     → end: rank 0 writes <checkpoint_dir>/<job>/final.ckpt; FinishRank(ok) (RunRank).
 //
 // Gradient norms in the StepReport:
@@ -90,6 +93,9 @@ struct TrainingLoopOptions {
   absl::Duration victim_probe_interval = absl::Milliseconds(100);
   // Performs those waits. Empty = absl::SleepFor; tests record instead.
   std::function<void(absl::Duration)> sleep;
+  // Test hook: called on a rank right before its epoch-end evaluation, with the epoch and how
+  // many test examples that rank evaluates. Empty = nothing.
+  std::function<void(uint32_t epoch, size_t examples)> before_evaluation;
   // Test hook (rank_main's --test_only_mutate_spec): the rank doubles its learning rate before
   // fingerprinting, as a rank that mutated its config object would. Never set in real jobs.
   bool mutate_spec_for_test = false;

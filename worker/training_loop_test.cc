@@ -2,6 +2,7 @@
 // InMemoryKeyValueStore, and a fake coordinator that records what the ranks report.
 #include "worker/training_loop.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -16,10 +17,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/checkpoint/checkpoint.h"
+#include "worker/checkpoint/training_state.h"
 #include "worker/collective/gloo_collective.h"
 #include "worker/collective/gloo_test_util.h"
 #include "worker/collective/in_memory_key_value_store.h"
+#include "worker/data/dataset.h"
 #include "worker/trainer/mlp.h"
+#include "worker/trainer/sgd.h"
 #include "worker/fake_coordinator.h"
 #include "worker/progress_reporter.h"
 
@@ -151,6 +155,73 @@ TEST_F(TrainingLoopTest, TwoRanksTrainInLockstepWithoutDrift) {
   EXPECT_EQ(loaded->step, 32u);
   EXPECT_EQ(loaded->spec_fingerprint, JobSpecFingerprint(spec));
   EXPECT_NE(loaded->FindTensor("fc1.weight"), nullptr);
+}
+
+// Epoch-end evaluation must not leave peers waiting in a collective for longer than the
+// collective timeout: a user's collective_timeout_ms of 1000 against rank 0 evaluating the full
+// 10k test set alone made the other ranks' next all-reduce fail with DEADLINE_EXCEEDED. Here
+// evaluation is made slow: each evaluating rank's hook waits (bounded, 5 s, far beyond the 1 s
+// timeout) until every rank is evaluating. That returns at once only when peers evaluate at
+// the same point instead of running into the next step's collective.
+TEST_F(TrainingLoopTest, SlowEpochEndEvaluationDoesNotTimeOutThePeers) {
+  Watchdog watchdog(absl::Seconds(60), "slow evaluation");
+  v1::JobSpec spec = SmallSpec();
+  spec.set_collective_timeout_ms(1000);
+  spec.set_checkpoint_dir(
+      (std::filesystem::path(std::getenv("TEST_TMPDIR")) / "eval-checkpoints").string());
+  absl::Mutex mu;
+  std::map<uint32_t, int> evaluating;                       // epoch -> ranks evaluating
+  std::map<std::pair<uint32_t, uint32_t>, size_t> examples;  // (rank, epoch) -> examples
+  std::vector<RankRunResult> results =
+      RunRanks(spec, {}, [&](uint32_t rank, TrainingLoopOptions* options) {
+        options->before_evaluation = [&, rank](uint32_t epoch, size_t n) {
+          absl::MutexLock lock(&mu);
+          examples[{rank, epoch}] = n;
+          ++evaluating[epoch];
+          auto everyone = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return evaluating[epoch] == 2; };
+          mu.AwaitWithTimeout(absl::Condition(&everyone), absl::Seconds(5));
+        };
+      });
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(results[rank].status.ok()) << "rank " << rank << ": " << results[rank].status;
+  }
+  if (HasFailure()) return;
+  {
+    absl::MutexLock lock(&mu);
+    for (uint32_t epoch = 0; epoch < 2; ++epoch) {
+      // 256 test examples, half each.
+      EXPECT_EQ(examples[std::make_pair(0u, epoch)], 128u) << "epoch " << epoch;
+      EXPECT_EQ(examples[std::make_pair(1u, epoch)], 128u) << "epoch " << epoch;
+    }
+  }
+  // The report still covers the whole test set: it equals evaluating the final model (the
+  // checkpoint) on all 256 test examples.
+  const std::vector<v1::EpochReport> epochs = fake_->epochs(0);
+  ASSERT_EQ(epochs.size(), 2u);
+  EXPECT_TRUE(fake_->epochs(1).empty()) << "only rank 0 reports epochs";
+  absl::StatusOr<CheckpointData> loaded = ReadCheckpoint(fake_->finishes(0)[0].checkpoint_path());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  std::vector<size_t> layers(spec.model().layers().begin(), spec.model().layers().end());
+  Mlp model(layers, spec.seed());
+  SgdOptions sgd;
+  sgd.lr = spec.optimizer().learning_rate();
+  sgd.momentum = spec.optimizer().momentum();
+  sgd.dampening = spec.optimizer().dampening();
+  sgd.weight_decay = spec.optimizer().weight_decay();
+  sgd.nesterov = spec.optimizer().nesterov();
+  SgdOptimizer optimizer(model.parameters(), sgd);
+  ASSERT_TRUE(RestoreTrainingState(*loaded, "", &model, &optimizer).ok());
+  const Dataset all = MakeSyntheticDataset(512 + 256, 16, 4, spec.seed());
+  Dataset test;
+  test.size = 256;
+  test.features = all.features;
+  test.num_classes = all.num_classes;
+  test.x.assign(all.x.begin() + 512 * all.features, all.x.end());
+  test.y.assign(all.y.begin() + 512, all.y.end());
+  const Mlp::EvalResult expected = model.Evaluate(test, 256);
+  EXPECT_EQ(expected.examples, 256u);
+  EXPECT_EQ(epochs[1].test_accuracy(), expected.accuracy);
+  EXPECT_NEAR(epochs[1].test_loss(), expected.loss, 1e-5 * std::max(1.0, expected.loss));
 }
 
 TEST_F(TrainingLoopTest, BypassedSyncOnOneRankShowsUpAsDrift) {
