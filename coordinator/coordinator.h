@@ -96,7 +96,9 @@ class Coordinator {
   // nullopt at `deadline`, or with an error: NOT_FOUND (unknown or lost worker, or replaced by
   // a new registration while waiting), UNAVAILABLE (shutting down). A newer call by the same
   // worker completes the older one with nullopt. Each assignment is handed out once.
-  void WaitAssignmentAsync(const WorkerId& worker, absl::Time deadline, AssignmentCallback done);
+  // `incarnation` (0 = not checked) must be the worker's current one, else NOT_FOUND.
+  void WaitAssignmentAsync(const WorkerId& worker, absl::Time deadline, AssignmentCallback done,
+                           uint64_t incarnation = 0);
 
   // ---- Attempts (messages of the ranks) -----------------------------------------------------
 

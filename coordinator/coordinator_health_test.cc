@@ -99,6 +99,24 @@ TEST_F(CoordinatorTest, RestartedWorkerReplacesItsRegistrationAndFailsItsAttempt
   EXPECT_EQ(coordinator_.ListWorkers().size(), 2u);
 }
 
+TEST_F(CoordinatorTest, AssignmentWaitWithAnotherIncarnationIsRefused) {
+  // After a coordinator restart ids are handed out again: a daemon still holding "w-1" from
+  // before must not take the assignment of the daemon that now owns "w-1".
+  const WorkerId owner = Register("c", "cpu", /*incarnation=*/7);
+  Submit(1);
+  CapturedAssignment stale;
+  coordinator_.WaitAssignmentAsync(owner, clock_.Now(), stale.Callback(), /*incarnation=*/3);
+  ASSERT_EQ(stale.calls(), 1);
+  EXPECT_EQ(stale.value().status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(stale.value().status().message()), HasSubstr("register again"));
+  // The owner still gets its assignment.
+  CapturedAssignment own;
+  coordinator_.WaitAssignmentAsync(owner, clock_.Now(), own.Callback(), /*incarnation=*/7);
+  ASSERT_EQ(own.calls(), 1);
+  ASSERT_TRUE(own.value().ok()) << own.value().status();
+  EXPECT_TRUE(own.value()->has_value());
+}
+
 TEST_F(CoordinatorTest, CancelStopsTheJobAndTellsItsWorkersToAbort) {
   const WorkerId a = Register("a");
   const WorkerId b = Register("b");

@@ -109,7 +109,7 @@ absl::StatusOr<std::vector<v1::JobAttempt>> Coordinator::Heartbeat(const WorkerI
 }
 
 void Coordinator::WaitAssignmentAsync(const WorkerId& id, absl::Time deadline,
-                                      AssignmentCallback done) {
+                                      AssignmentCallback done, uint64_t incarnation) {
   Scope scope(this);
   const absl::Time now = clock_->Now();
   auto fail = [&](absl::Status status) {
@@ -119,6 +119,10 @@ void Coordinator::WaitAssignmentAsync(const WorkerId& id, absl::Time deadline,
   WorkerRecord* worker = workers_.Find(id);
   if (worker == nullptr) {
     return fail(absl::NotFoundError(absl::StrCat("unknown worker ", id.value(), ": register")));
+  }
+  if (incarnation != 0 && worker->incarnation != incarnation) {
+    return fail(absl::NotFoundError(absl::StrCat("unknown worker ", id.value(), " (incarnation ",
+                                                 incarnation, "): register again")));
   }
   if (worker->state == v1::WORKER_STATE_LOST) {
     return fail(absl::NotFoundError(

@@ -49,7 +49,8 @@ void RpcHandler::WaitAssignment(const v1::WaitAssignmentRequest& request,
         if (!result.ok()) return done(result.status());
         if (result->has_value()) *response->mutable_assignment() = std::move(**result);
         done(absl::OkStatus());
-      });
+      },
+      request.incarnation());
 }
 
 absl::Status RpcHandler::JoinJob(const v1::JoinJobRequest& request, v1::JoinJobResponse*) {

@@ -241,6 +241,7 @@ absl::Status WorkerDaemon::Run() {
     }
     v1::WaitAssignmentRequest request;
     request.set_worker_id(current.worker_id);
+    request.set_incarnation(incarnation_);
     request.set_wait_timeout_ms(
         static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.wait_assignment_timeout)));
     absl::StatusOr<v1::WaitAssignmentResponse> response = client_->WaitAssignment(request);

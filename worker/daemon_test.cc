@@ -39,6 +39,7 @@ struct CoordinatorState {
   std::vector<v1::HeartbeatRequest> heartbeats ABSL_GUARDED_BY(mu);
   std::vector<v1::FinishRankRequest> finished ABSL_GUARDED_BY(mu);
   int polls ABSL_GUARDED_BY(mu) = 0;
+  uint64_t last_poll_incarnation ABSL_GUARDED_BY(mu) = 0;
   bool cancelled ABSL_GUARDED_BY(mu) = false;
   // Heartbeats of this worker id answer NOT_FOUND (once), once `lose_lease_when_file` exists
   // ("" = at once).
@@ -114,6 +115,7 @@ class WorkerDaemonTest : public ::testing::Test {
     ON_CALL(client_, WaitAssignment(_)).WillByDefault(Invoke([this](const auto& request) {
       absl::MutexLock lock(&state_.mu);
       ++state_.polls;
+      state_.last_poll_incarnation = request.incarnation();
       if (request.worker_id() == state_.forget_in_poll) {
         state_.forget_in_poll.clear();
         return absl::StatusOr<v1::WaitAssignmentResponse>(absl::NotFoundError("unknown worker"));
@@ -204,6 +206,7 @@ TEST_F(WorkerDaemonTest, RegistersThenPollsForAssignmentsUnderItsWorkerId) {
   EXPECT_EQ(r.name(), "host-cpu0");
   EXPECT_EQ(r.host(), "host");
   EXPECT_EQ(r.incarnation(), 77u);
+  EXPECT_EQ(state_.last_poll_incarnation, 77u) << "polls carry the incarnation too";
   ASSERT_EQ(r.devices_size(), 1);
   EXPECT_EQ(r.devices(0).kind(), "cpu");
   EXPECT_TRUE(state_.cancelled) << "Stop() must cut the long poll short";
