@@ -125,10 +125,21 @@ class RankTrainer {
     if (!trained.ok()) {
       comm_->Abort(trained);  // fail whatever is still queued at once
       // Best effort: the coordinator shows the last step this rank completed.
-      reporter_->Flush().IgnoreError();
+      reporter_->Flush(options_.reporting.flush_timeout).IgnoreError();
+      // Reports are answered asynchronously, so a peer may notice the coordinator's stop one
+      // step earlier and abort its collectives under this rank. Once this rank's own reports
+      // have been answered with stop, that stop is the cause of whatever failed here.
+      if (reporter_->stopped_by_coordinator() && trained.code() != absl::StatusCode::kAborted) {
+        return absl::AbortedError(absl::StrCat("rank ", rank_, ": ",
+                                               reporter_->status().message(),
+                                               " (this rank then failed: ", trained.message(),
+                                               ")"));
+      }
       return trained;
     }
-    RETURN_IF_ERROR(Annotate(reporter_->Flush(), absl::StrCat("rank ", rank_, ": reporting")));
+    // The final reports reach the coordinator before RunRank's FinishRank.
+    RETURN_IF_ERROR(Annotate(reporter_->Flush(options_.reporting.flush_timeout),
+                             absl::StrCat("rank ", rank_, ": reporting")));
     RETURN_IF_ERROR(Annotate(WriteFinalCheckpoint(), absl::StrCat("rank ", rank_, ": checkpoint")));
     Log(absl::StrFormat("rank %d finished: %d steps, final loss %.4f%s", rank_, outcome_.steps,
                         outcome_.final_loss,
@@ -238,8 +249,10 @@ class RankTrainer {
     ASSIGN_OR_RETURN(reducer_, Reducer::Create(comm_.get(), trainable_infos_, reducer_options));
     BindGradients();
 
+    ProgressReporterOptions reporting = options_.reporting;
+    if (!reporting.log) reporting.log = options_.log;
     reporter_ = std::make_unique<ProgressReporter>(
-        client_, assignment_.job_id(), assignment_.generation(), rank_, options_.reporting);
+        client_, assignment_.job_id(), assignment_.generation(), rank_, std::move(reporting));
     Log(absl::StrFormat(
         "rank %d/%d of job %s (generation %d): %s, %d train / %d test examples, %d parameters "
         "in %d buckets, backend %s on %s",

@@ -11,12 +11,15 @@
 //     → per step: zero grads; per micro-batch: BeginMicroBatch, ForwardBackward (on_ready →
 //       MarkReady, loss_scale 1/K, skip = frozen + fault-injected unused parameters);
 //       FinishStep; buffer broadcast; optimizer step; drift check every drift_interval_steps
-//       (and after the last step); a StepReport per step, batched to ReportProgress
+//       (and after the last step); a StepReport per step, handed to the ProgressReporter,
+//       whose own thread batches them to ReportProgress (the loop never waits on the
+//       coordinator; a stop in an answer is noticed at the next step)
 //     → per epoch: every rank evaluates its 1/W shard of the test set, the sums (correct,
 //       loss, examples) are all-reduced (collective_timeout_ms) and rank 0 reports the whole
 //       set's figures → EpochReport. (Rank 0 evaluating alone left its peers waiting in the
 //       next collective for the whole evaluation, past a short collective timeout.)
-//     → end: rank 0 writes <checkpoint_dir>/<job>/final.ckpt; FinishRank(ok) (RunRank).
+//     → end: the reporter is flushed (reporting.flush_timeout); rank 0 writes
+//       <checkpoint_dir>/<job>/final.ckpt; FinishRank(ok) (RunRank).
 //
 // Gradient norms in the StepReport:
 //   local_grad_norm  this rank's accumulated gradient before synchronisation. With overlap the
@@ -75,7 +78,7 @@ struct TrainingLoopOptions {
   // CUDA device for backend nccl (rank_main's --gpu, passed down by a GPU worker daemon).
   // -1 = none: a nccl job then fails with FAILED_PRECONDITION "no usable GPU: ...".
   int gpu = -1;
-  // Step/epoch report batching.
+  // Step/epoch report batching (progress_reporter.h). Its empty `log` takes `log` below.
   ProgressReporterOptions reporting;
   // Time source for step timings and reporting. Not owned; nullptr = Clock::Real().
   Clock* clock = nullptr;
@@ -114,7 +117,10 @@ struct TrainingOutcome {
 // the reducer (unused parameters, collective desync), or "no usable GPU: ..." (backend nccl on a
 // rank without a GPU); INVALID_ARGUMENT for a spec this rank cannot run (naming the field; bool
 // buffers on nccl without sync.ignore_bool_buffers); UNIMPLEMENTED for model.with_buffers on
-// nccl; ABORTED "stopped by the coordinator: ..."; data loading,
+// nccl; ABORTED "stopped by the coordinator: ..." (also when the rank failed after its reports
+// were answered with stop: a peer that noticed the stop first aborted the collectives; the
+// message then adds "this rank then failed: ..."); UNAVAILABLE / DEADLINE_EXCEEDED "reporting:
+// ..." when the final reports could not be delivered; data loading,
 // collective and checkpoint errors — each prefixed with the rank and, during training, the step
 // and epoch.
 absl::StatusOr<TrainingOutcome> RunTraining(const v1::Assignment& assignment,
