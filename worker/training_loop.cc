@@ -21,6 +21,7 @@
 #include "worker/data/distributed_sampler.h"
 #include "worker/data/fashion_mnist.h"
 #include "worker/gpu_model_runner.h"
+#include "worker/job_data.h"
 #include "worker/sync/buffer_sync.h"
 #include "worker/sync/drift.h"
 #include "worker/sync/reducer.h"
@@ -30,10 +31,6 @@
 
 namespace ringleader {
 namespace {
-
-// Synthetic data set sizes when the spec leaves max_*_examples at 0.
-constexpr size_t kSyntheticTrainDefault = 4096;
-constexpr size_t kSyntheticTestDefault = 1024;
 
 absl::Status Annotate(const absl::Status& status, const std::string& where) {
   if (status.ok()) return status;
@@ -51,44 +48,6 @@ std::string SafeFileName(std::string name) {
   }
   if (name.empty() || name[0] == '.') name.insert(0, "job");
   return name;
-}
-
-Dataset Slice(const Dataset& d, size_t begin, size_t end) {
-  Dataset out;
-  out.size = end - begin;
-  out.features = d.features;
-  out.num_classes = d.num_classes;
-  out.x.assign(d.x.begin() + begin * d.features, d.x.begin() + end * d.features);
-  out.y.assign(d.y.begin() + begin, d.y.begin() + end);
-  return out;
-}
-
-struct TrainTest {
-  Dataset train;
-  Dataset test;
-};
-
-absl::StatusOr<TrainTest> LoadData(const v1::JobSpec& spec) {
-  const v1::DataSpec& data = spec.data();
-  if (data.dataset() == "fashion-mnist") {
-    ASSIGN_OR_RETURN(FashionMnist loaded,
-                     LoadFashionMnist(data.path().empty() ? kDefaultFashionMnistDir : data.path(),
-                                      data.max_train_examples(), data.max_test_examples()));
-    return TrainTest{std::move(loaded.train), std::move(loaded.test)};
-  }
-  if (data.dataset() == "synthetic") {
-    const size_t train =
-        data.max_train_examples() ? data.max_train_examples() : kSyntheticTrainDefault;
-    const size_t test = data.max_test_examples() ? data.max_test_examples() : kSyntheticTestDefault;
-    const auto& layers = spec.model().layers();
-    // One draw split in two: the class centres depend on the seed, so both halves must come
-    // from the same call.
-    Dataset all = MakeSyntheticDataset(
-        train + test, layers.Get(0), static_cast<int>(layers.Get(layers.size() - 1)), spec.seed());
-    return TrainTest{Slice(all, 0, train), Slice(all, train, train + test)};
-  }
-  return absl::InvalidArgumentError(absl::StrCat("data.dataset: unknown data set '", data.dataset(),
-                                                 "' (expected fashion-mnist or synthetic)"));
 }
 
 absl::StatusOr<DataType> CommDtype(const std::string& name) {
@@ -194,7 +153,7 @@ class RankTrainer {
     if (!options_.make_collective) {
       return absl::InvalidArgumentError("no collective factory configured");
     }
-    ASSIGN_OR_RETURN(data_, LoadData(spec_));
+    ASSIGN_OR_RETURN(data_, LoadJobData(spec_));
 
     std::vector<size_t> layers(spec_.model().layers().begin(), spec_.model().layers().end());
     MlpOptions mlp_options;
@@ -564,32 +523,6 @@ class RankTrainer {
   TrainingOutcome outcome_;
 };
 
-// See TrainingLoopOptions::victim_report_delay.
-void GiveTheCulpritAHeadStart(const v1::Assignment& assignment, CoordinatorClient* client,
-                              const TrainingLoopOptions& options) {
-  const absl::Duration interval = std::max(options.victim_probe_interval, absl::Milliseconds(1));
-  v1::ReportProgressRequest probe;
-  probe.set_job_id(assignment.job_id());
-  probe.set_generation(assignment.generation());
-  probe.set_rank(assignment.rank());
-  for (absl::Duration waited; waited < options.victim_report_delay; waited += interval) {
-    absl::StatusOr<v1::ReportProgressResponse> answer = client->ReportProgress(probe);
-    // Over (someone reported first) or refused (stale): nothing left to wait for.
-    if (!answer.ok() && answer.status().code() != absl::StatusCode::kUnavailable) return;
-    if (answer.ok() && answer->stop()) return;
-    if (options.sleep) {
-      options.sleep(interval);
-    } else {
-      absl::SleepFor(interval);
-    }
-  }
-}
-
-bool LooksLikeAPeerFailure(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kUnavailable ||
-         status.code() == absl::StatusCode::kDeadlineExceeded;
-}
-
 }  // namespace
 
 absl::StatusOr<TrainingOutcome> RunTraining(const v1::Assignment& assignment,
@@ -597,33 +530,6 @@ absl::StatusOr<TrainingOutcome> RunTraining(const v1::Assignment& assignment,
                                             const TrainingLoopOptions& options) {
   RankTrainer trainer(assignment, client, options);
   return trainer.Run();
-}
-
-RankRunResult RunRank(const v1::Assignment& assignment, CoordinatorClient* client,
-                      const TrainingLoopOptions& options) {
-  RankRunResult result;
-  absl::StatusOr<TrainingOutcome> outcome = RunTraining(assignment, client, options);
-  result.status = outcome.status();
-  if (outcome.ok()) result.outcome = *outcome;
-  if (!outcome.ok() && LooksLikeAPeerFailure(outcome.status())) {
-    GiveTheCulpritAHeadStart(assignment, client, options);
-  }
-
-  v1::FinishRankRequest request;
-  request.set_job_id(assignment.job_id());
-  request.set_generation(assignment.generation());
-  request.set_rank(assignment.rank());
-  request.set_ok(outcome.ok());
-  if (!outcome.ok()) request.set_error(std::string(outcome.status().message()));
-  if (outcome.ok()) request.set_checkpoint_path(outcome->checkpoint_path);
-  absl::StatusOr<v1::FinishRankResponse> finished = client->FinishRank(request);
-  const absl::StatusCode code = finished.status().code();
-  result.finish_reported = finished.ok() || code == absl::StatusCode::kFailedPrecondition ||
-                           code == absl::StatusCode::kNotFound;
-  if (!finished.ok()) {
-    std::cerr << "[ringleader-rank] FinishRank: " << finished.status() << std::endl;
-  }
-  return result;
 }
 
 }  // namespace ringleader
