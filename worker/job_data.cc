@@ -15,16 +15,6 @@ constexpr size_t kSyntheticTestDefault = 1024;
 
 }  // namespace
 
-Dataset Slice(const Dataset& d, size_t begin, size_t end) {
-  Dataset out;
-  out.size = end - begin;
-  out.features = d.features;
-  out.num_classes = d.num_classes;
-  out.x.assign(d.x.begin() + begin * d.features, d.x.begin() + end * d.features);
-  out.y.assign(d.y.begin() + begin, d.y.begin() + end);
-  return out;
-}
-
 absl::StatusOr<TrainTest> LoadJobData(const v1::JobSpec& spec) {
   const v1::DataSpec& data = spec.data();
   if (data.dataset() == "fashion-mnist") {

@@ -21,9 +21,6 @@ struct TrainTest {
 // INVALID_ARGUMENT "data.dataset: ..." for an unknown data set.
 absl::StatusOr<TrainTest> LoadJobData(const v1::JobSpec& spec);
 
-// Examples [begin, end) of `d`, copied.
-Dataset Slice(const Dataset& d, size_t begin, size_t end);
-
 }  // namespace ringleader
 
 #endif  // RINGLEADER_WORKER_JOB_DATA_H_

@@ -39,6 +39,16 @@ void GatherBatch(const Dataset& d, const std::vector<size_t>& indices, std::vect
   }
 }
 
+Dataset Slice(const Dataset& d, size_t begin, size_t end) {
+  Dataset out;
+  out.size = end - begin;
+  out.features = d.features;
+  out.num_classes = d.num_classes;
+  out.x.assign(d.x.begin() + begin * d.features, d.x.begin() + end * d.features);
+  out.y.assign(d.y.begin() + begin, d.y.begin() + end);
+  return out;
+}
+
 Dataset MakeSyntheticDataset(size_t n, size_t features, int classes, uint64_t seed) {
   if (classes < 1) {
     std::fprintf(stderr, "MakeSyntheticDataset: classes must be >= 1, got %d\n", classes);

@@ -29,6 +29,9 @@ struct Dataset {
 void GatherBatch(const Dataset& d, const std::vector<size_t>& indices, std::vector<float>* x_out,
                  std::vector<int32_t>* y_out);
 
+// Examples [begin, end) of `d`, copied (begin <= end <= d.size).
+Dataset Slice(const Dataset& d, size_t begin, size_t end);
+
 // A deterministic, learnable data set: `classes` Gaussian clusters. Each class has a centre with
 // coordinates ~ N(0, 1); an example is its class centre plus N(0, 0.5^2) noise per feature;
 // labels are drawn uniformly. The same arguments give the same data set in every process

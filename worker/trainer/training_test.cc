@@ -16,16 +16,6 @@
 namespace ringleader {
 namespace {
 
-Dataset Slice(const Dataset& d, size_t begin, size_t end) {
-  Dataset out;
-  out.size = end - begin;
-  out.features = d.features;
-  out.num_classes = d.num_classes;
-  out.x.assign(d.x.begin() + begin * d.features, d.x.begin() + end * d.features);
-  out.y.assign(d.y.begin() + begin, d.y.begin() + end);
-  return out;
-}
-
 // Trains `model` for `epochs` epochs over `train` with batch `batch`; returns the mean loss of
 // the last epoch's steps.
 double Train(Mlp* model, const Dataset& train, const SgdOptions& options, size_t batch,
