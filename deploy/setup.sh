@@ -7,7 +7,7 @@ PACKAGES=(
   bazel-bootstrap bazel-rules-java default-jdk-headless
   g++ pkg-config python3
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libabsl-dev libgtest-dev libgmock-dev
   libgloo-dev libopenblas-dev zlib1g-dev libyaml-cpp-dev libsqlite3-dev
   dataset-fashion-mnist
 )
