@@ -115,6 +115,7 @@ void Coordinator::AssignLocked(JobRecord* job, const std::vector<WorkerRecord*>&
   const JobId id(status.job_id());
   status.set_generation(status.generation() + 1);
   status.clear_ranks();
+  job->last_contact.clear();  // a new attempt: its rank processes have not been heard from
   std::vector<std::string> named;
   for (uint32_t r = 0; r < ranks.size(); ++r) {
     WorkerRecord* worker = ranks[r];

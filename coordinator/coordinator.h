@@ -231,6 +231,10 @@ class Coordinator {
                                DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Attempt side (coordinator_attempts.cc).
+  // "; suspect (rank process not heard from): rank R (...) silent for 8.2s since step 12"
+  // for the job's other unfinished ranks quiet for longer than silent_rank_after; "" if none.
+  std::string SilentRanksLocked(const JobRecord& job, Rank failed) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<JobRecord*> FindAttemptLocked(const AttemptId& attempt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -165,6 +165,39 @@ TEST_F(AttemptTest, JoinChecksRankRangeAndOwner) {
   EXPECT_EQ(Job(job_).state(), v1::JOB_STATE_RENDEZVOUS);
 }
 
+std::string LastReason(const v1::JobStatus& job) {
+  return job.transitions(job.transitions_size() - 1).reason();
+}
+
+TEST_F(AttemptTest, AFailureNamesTheRanksWhoseProcessWentSilent) {
+  JoinBoth();
+  v1::StepReport step;
+  step.set_step(12);
+  ASSERT_TRUE(coordinator_.ReportProgress(attempt_, Rank(0), {step}, {}).ok());
+  ASSERT_TRUE(coordinator_.ReportProgress(attempt_, Rank(1), {step}, {}).ok());
+  // Rank 1's process freezes; rank 0 waits in the next collective, sending keepalives.
+  for (int i = 0; i < 8; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    ASSERT_TRUE(coordinator_.ReportProgress(attempt_, Rank(0), {}, {}).ok());
+  }
+  clock_.Advance(absl::Milliseconds(250));
+  ASSERT_TRUE(coordinator_
+                  .FinishRank(attempt_, Rank(0),
+                              {false, "step 13: allreduce bucket 0 timed out after 8s", ""})
+                  .ok());
+  EXPECT_EQ(LastReason(Job(job_)),
+            "rank 0 (worker a on host-a) failed: step 13: allreduce bucket 0 timed out after 8s; "
+            "suspect (rank process not heard from): rank 1 (worker b on host-b) silent for 8.2s "
+            "since step 12");
+}
+
+TEST_F(AttemptTest, AFailureNamesNoSuspectWhileEveryRankIsHeardFrom) {
+  JoinBoth();
+  clock_.Advance(absl::Seconds(4));  // within silent_rank_after (5 s)
+  ASSERT_TRUE(coordinator_.FinishRank(attempt_, Rank(0), {false, "data: file missing", ""}).ok());
+  EXPECT_EQ(LastReason(Job(job_)), "rank 0 (worker a on host-a) failed: data: file missing");
+}
+
 TEST_F(AttemptTest, FailedRankFailsTheJobAndOnlyTheFirstReportCounts) {
   JoinBoth();
   ASSERT_TRUE(coordinator_.FinishRank(attempt_, Rank(0), {false, "step 12: NaN loss", ""}).ok());

@@ -2,6 +2,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/job_state.h"
 
@@ -77,6 +78,7 @@ absl::Status Coordinator::JoinJob(const AttemptId& attempt, Rank rank, const Wor
   }
   if (joining->joined()) return absl::OkStatus();
   joining->set_joined(true);
+  job->last_contact[rank.value()] = clock_->Now();
   MarkChangedLocked(job);
   if (job->status.state() == v1::JOB_STATE_RENDEZVOUS &&
       AllRanks(job->status, [](const v1::RankStatus& r) { return r.joined(); })) {
@@ -124,7 +126,8 @@ absl::StatusOr<Coordinator::StopSignal> Coordinator::ReportProgress(
                                          JobStateName(job->status.state()), ": ",
                                          LastReason(job->status))};
   }
-  if (steps.empty() && epochs.empty()) return StopSignal{};
+  job->last_contact[rank.value()] = clock_->Now();
+  if (steps.empty() && epochs.empty()) return StopSignal{};  // a keepalive
   if (!steps.empty()) {
     *job->status.mutable_ranks(static_cast<int>(rank.value()))->mutable_last_step() =
         steps.back();
@@ -143,6 +146,25 @@ absl::StatusOr<Coordinator::StopSignal> Coordinator::ReportProgress(
   }
   MarkChangedLocked(job);
   return StopSignal{};
+}
+
+std::string Coordinator::SilentRanksLocked(const JobRecord& job, Rank failed) const {
+  const absl::Time now = clock_->Now();
+  std::vector<std::string> silent;
+  for (const v1::RankStatus& rank : job.status.ranks()) {
+    if (rank.rank() == failed.value() || rank.finished() || !rank.joined()) continue;
+    auto contact = job.last_contact.find(rank.rank());
+    if (contact == job.last_contact.end()) continue;
+    const absl::Duration quiet = now - contact->second;
+    if (quiet <= options_.silent_rank_after) continue;
+    silent.push_back(absl::StrCat(
+        DescribeRank(rank), " silent for ",
+        absl::FormatDuration(absl::Trunc(quiet, absl::Milliseconds(100))),
+        rank.has_last_step() ? absl::StrCat(" since step ", rank.last_step().step())
+                             : std::string(" since it joined")));
+  }
+  if (silent.empty()) return "";
+  return absl::StrCat("; suspect (rank process not heard from): ", absl::StrJoin(silent, "; "));
 }
 
 absl::Status Coordinator::FinishRank(const AttemptId& attempt, Rank rank,
@@ -164,7 +186,8 @@ absl::Status Coordinator::FinishRank(const AttemptId& attempt, Rank rank,
   if (!outcome.ok) {
     EndJobLocked(job, v1::JOB_STATE_FAILED,
                  absl::StrCat(DescribeRank(*finished), " failed: ",
-                              outcome.error.empty() ? "(no error message)" : outcome.error),
+                              outcome.error.empty() ? "(no error message)" : outcome.error,
+                              SilentRanksLocked(*job, rank)),
                  scope.deferred());
   } else if (!finished->joined()) {
     EndJobLocked(job, v1::JOB_STATE_FAILED,

@@ -28,6 +28,10 @@ struct JobRecord {
   // When the current attempt must have every rank joined (RENDEZVOUS only).
   absl::Time rendezvous_deadline = absl::InfiniteFuture();
 
+  // When each rank's process was last heard from in the current attempt (JoinJob, any
+  // ReportProgress including keepalives), by rank.
+  std::map<uint32_t, absl::Time> last_contact;
+
   // Parked WatchJob long polls.
   struct Watcher {
     uint64_t after_version;

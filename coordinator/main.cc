@@ -40,6 +40,9 @@ ABSL_FLAG(absl::Duration, rendezvous_timeout, absl::Seconds(120),
           "every rank of an assigned job must join within this long, else the job fails");
 ABSL_FLAG(absl::Duration, max_wait, absl::Seconds(30),
           "cap on how long a long poll (WaitAssignment, KvGet, WatchJob) is held");
+ABSL_FLAG(absl::Duration, silent_rank_after, absl::Seconds(5),
+          "When a rank fails, name the other ranks whose process has been silent this long as "
+          "suspects (rank processes send a keepalive every second).");
 ABSL_FLAG(std::string, port_file, "",
           "if set, the bound host:port is written to this file (atomically) once listening");
 
@@ -88,11 +91,13 @@ int Run() {
   options.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   options.rendezvous_timeout = absl::GetFlag(FLAGS_rendezvous_timeout);
   options.max_wait = absl::GetFlag(FLAGS_max_wait);
+  options.silent_rank_after = absl::GetFlag(FLAGS_silent_rank_after);
   for (const absl::Status& check :
        {CheckPositive("heartbeat_interval", options.heartbeat_interval),
         CheckPositive("heartbeat_timeout", options.heartbeat_timeout),
         CheckPositive("rendezvous_timeout", options.rendezvous_timeout),
-        CheckPositive("max_wait", options.max_wait)}) {
+        CheckPositive("max_wait", options.max_wait),
+        CheckPositive("silent_rank_after", options.silent_rank_after)}) {
     if (!check.ok()) {
       std::fprintf(stderr, "ringleader-coordinator: %s\n", std::string(check.message()).c_str());
       return 2;

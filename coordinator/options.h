@@ -19,6 +19,11 @@ struct CoordinatorOptions {
   // Every rank of an assigned job must JoinJob within this long, else the job FAILS naming the
   // ranks that never joined.
   absl::Duration rendezvous_timeout = absl::Seconds(120);
+  // When a rank reports a failure, the job's reason also names the other unfinished ranks whose
+  // rank process has not been heard from (step report, keepalive or join) for longer than this:
+  // usually the frozen or hung rank the failure is a symptom of. Rank processes send a
+  // keepalive every second while idle or blocked in a collective.
+  absl::Duration silent_rank_after = absl::Seconds(5);
   // Limits checked by SubmitJob (ValidateJobSpec).
   JobSpecLimits limits;
 };

@@ -140,16 +140,23 @@ void ProgressReporter::SenderLoop() {
     int64_t attempt = 0;
     {
       absl::MutexLock lock(&mu_);
+      bool keepalive = false;
       while (!shutting_down_ && terminal_.ok() && !BatchDueLocked()) {
         if (steps_.empty() && epochs_.empty()) {
-          wake_.Wait(&mu_);
+          if (options_.keepalive_interval <= absl::ZeroDuration()) {
+            wake_.Wait(&mu_);
+          } else if (wake_.WaitWithTimeout(&mu_, options_.keepalive_interval) &&
+                     steps_.empty() && epochs_.empty()) {
+            keepalive = true;  // idle for a whole interval: send an empty report
+            break;
+          }
         } else {
           // Real-time wait for what the injected clock says is left; re-checked on waking.
           wake_.WaitWithTimeout(&mu_, TimeUntilIntervalLocked());
         }
       }
       if (shutting_down_ || !terminal_.ok()) return;
-      batch = TakeBatchLocked();
+      if (!keepalive) batch = TakeBatchLocked();
       attempt = ++attempts_started_;
     }
 

@@ -20,6 +20,11 @@
 // out). Its waits are real-time absl::CondVar timeouts; on a FakeClock it re-checks at that
 // real pace and sends only once the fake clock says so.
 //
+// Keepalive: with `keepalive_interval` set, an idle sender sends an empty ReportProgress after
+// that long without sending anything; its answer is recorded like any other (a stop, a
+// refusal). It tells the coordinator this rank process is alive even while it is blocked in a
+// collective.
+//
 // The coordinator's answer can tell the rank to stop (the attempt was cancelled or failed
 // elsewhere): from then on AddStep/AddEpoch/Flush return ABORTED "stopped by the coordinator:
 // <reason>", so the training loop notices it at its next step and stops cleanly.
@@ -97,6 +102,11 @@ struct ProgressReporterOptions {
   Clock* clock = nullptr;
   // Dropped-report lines. Called on the sender thread (or the destructor's). Empty = stderr.
   std::function<void(const std::string&)> log;
+  // While nothing is queued, send an empty ReportProgress this often (real time) so the
+  // coordinator can tell a live rank blocked in a collective from a frozen rank process
+  // (CoordinatorOptions::silent_rank_after). Zero = off (the default here; the rank binary
+  // turns it on).
+  absl::Duration keepalive_interval = absl::ZeroDuration();
   // Test hook: called on the sender thread after each ReportProgress attempt's result has been
   // recorded (a stop or an error is visible to Add* by then), with the call's status.
   // Empty = nothing.

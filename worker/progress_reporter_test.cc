@@ -430,6 +430,23 @@ TEST_F(ProgressReporterTest, DestructorReturnsOnceTheCallInFlightEndsAndNeverCan
   EXPECT_EQ(client_.cancel_all_calls(), 0);
 }
 
+TEST_F(ProgressReporterTest, AnIdleSenderSendsEmptyKeepalivesAndTheirStopIsSeen) {
+  options_.keepalive_interval = absl::Milliseconds(5);
+  client_.Script({v1::ReportProgressResponse(), v1::ReportProgressResponse(), Stop("over")});
+  auto reporter = MakeReporter();
+  // Nothing is ever appended: the three calls are keepalives carrying no reports.
+  ASSERT_TRUE(client_.AwaitCalls(3, kPrompt));
+  ASSERT_TRUE(AwaitAttemptsDone(3));
+  for (const v1::ReportProgressRequest& request : client_.requests()) {
+    EXPECT_EQ(request.job_id(), "job");
+    EXPECT_EQ(request.rank(), 1u);
+    EXPECT_EQ(request.steps_size(), 0);
+    EXPECT_EQ(request.epochs_size(), 0);
+  }
+  // The third keepalive's answer said stop: the loop sees it at its next step.
+  EXPECT_EQ(reporter->AddStep(Step(1)).code(), absl::StatusCode::kAborted);
+}
+
 TEST_F(ProgressReporterTest, DestructorSendsNothingQueuedAndLogsWhatItLeaves) {
   auto reporter = MakeReporter();
   for (uint64_t s = 1; s <= 2; ++s) ASSERT_TRUE(reporter->AddStep(Step(s)).ok());  // not due

@@ -90,6 +90,10 @@ int Main(int argc, char** argv) {
   TrainingLoopOptions options;
   options.worker_id = absl::GetFlag(FLAGS_worker_id);
   options.victim_report_delay = absl::GetFlag(FLAGS_victim_report_delay);
+  // Tells the coordinator this process is alive even while it is blocked in a collective, so a
+  // frozen rank can be told from the peers waiting for it (see the coordinator's
+  // silent_rank_after).
+  options.reporting.keepalive_interval = absl::Seconds(1);
   options.gpu = absl::GetFlag(FLAGS_gpu);
   options.mutate_spec_for_test =
       MutateSpecHookApplies(absl::GetFlag(FLAGS_test_only_mutate_spec), assignment);

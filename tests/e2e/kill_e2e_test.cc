@@ -256,6 +256,39 @@ TEST_F(KillE2eTest, KilledRankProcessFailsTheJobNamingRankAndSignal) {
   ASSERT_NO_FATAL_FAILURE(ExpectNextJobSucceeds("after-kill-rank-e2e"));
 }
 
+TEST_F(KillE2eTest, FrozenRankProcessIsNamedAsTheSuspectWhileItsDaemonStaysHealthy) {
+  // Only the rank process freezes: its daemon keeps heartbeating, so the worker is never lost.
+  // The peer's collective times out; the job's reason must still point at the frozen rank,
+  // the one whose process went silent (the healthy peer keeps sending keepalives while it
+  // waits in the collective).
+  TrainingJob job;
+  ASSERT_NO_FATAL_FAILURE(StartTraining("freeze-rank-e2e", &job));
+  constexpr int kFrozenRank = 1;
+  const int frozen = job.worker_of_rank[kFrozenRank];
+  const int peer = job.worker_of_rank[1 - kFrozenRank];
+
+  const absl::Time fault = absl::Now();
+  ASSERT_EQ(kill(job.rank_process[kFrozenRank].pid, SIGSTOP), 0);
+
+  v1::JobStatus final;
+  const absl::Duration to_failure = WaitForEndAfter(job.id, fault, &final);
+  Report("freeze rank", "fault -> FAILED", to_failure);
+  ASSERT_EQ(final.state(), v1::JOB_STATE_FAILED) << LastReason(final);
+  EXPECT_THAT(LastReason(final),
+              HasSubstr(absl::StrCat("suspect (rank process not heard from): ",
+                                     Blames(job, kFrozenRank))));
+  // The collective timeout (5 s), the peer's head start for a culprit's report, the slack.
+  EXPECT_LT(to_failure, absl::Seconds(5) + kHeartbeatTimeout + kHeartbeatInterval +
+                            absl::Milliseconds(500) + kSlack);
+  EXPECT_NE(Worker(Cluster::WorkerName(frozen)).state(), v1::WORKER_STATE_LOST);
+
+  // The frozen rank's daemon kills it (SIGTERM stays pending in a stopped process: SIGKILL
+  // after the grace), and both workers run the next job.
+  EXPECT_TRUE(Exits(job.rank_process[kFrozenRank], kHeartbeatInterval + kKillGrace + kSlack));
+  EXPECT_TRUE(NoRankProcessLeft(peer, kKillGrace + kSlack));
+  ASSERT_NO_FATAL_FAILURE(ExpectNextJobSucceeds("after-freeze-rank-e2e"));
+}
+
 TEST_F(KillE2eTest, StoppedDaemonIsLostThenComesBackKillsItsStaleRankAndWorksAgain) {
   TrainingJob job;
   ASSERT_NO_FATAL_FAILURE(StartTraining("stop-daemon-e2e", &job));
