@@ -24,8 +24,13 @@ e.g. worker/trainer/sgd_math.h) as inputs, which only a rule can collect (CcInfo
 toolkit's own headers are not declared as inputs (thousands of files would slow every sandboxed
 action); nvcc finds them next to itself, so nvcc is resolved to its real path first.
 
+In the CPU-only build (no toolkit; see //third_party:repositories.bzl) both targets are
+incompatible: `//...` skips them and whatever depends on them.
+
 Build time: sm_80 and sm_90 SASS only (no PTX), about 2-5 s per small .cu file.
 """
+
+load("@cuda//:defs.bzl", "cuda_only")
 
 _ARCH_FLAGS = [
     "-gencode",
@@ -106,6 +111,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], visibility = None
         copts = copts,
         testonly = kwargs.get("testonly", False),
         visibility = ["//visibility:private"],
+        target_compatible_with = cuda_only(),
     )
     native.cc_library(
         name = name,
@@ -113,5 +119,6 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], visibility = None
         hdrs = hdrs,
         deps = deps + ["@cuda//:cuda"],
         visibility = visibility,
+        target_compatible_with = cuda_only(),
         **kwargs
     )

@@ -23,7 +23,7 @@
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/ringleader.grpc.pb.h"
-#include "worker/child_process.h"
+#include "worker/daemon/child_process.h"
 
 namespace ringleader {
 namespace e2e {

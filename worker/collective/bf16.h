@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "worker/trainer/host_device.h"
+#include "common/host_device.h"
 
 namespace ringleader {
 

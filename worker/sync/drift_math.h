@@ -1,10 +1,10 @@
 // The drift check's element arithmetic, shared by the host (tensor_memory.cc) and the CUDA
-// kernel (worker/gpu/tensor_memory_kernels.cu), so a GPU rank reports the same drift figure as a
+// kernel (worker/sync/gpu/tensor_memory_kernels.cu), so a GPU rank reports the same drift figure as a
 // CPU rank for the same parameters, bit for bit.
 #ifndef RINGLEADER_WORKER_SYNC_DRIFT_MATH_H_
 #define RINGLEADER_WORKER_SYNC_DRIFT_MATH_H_
 
-#include "worker/trainer/host_device.h"
+#include "common/host_device.h"
 
 namespace ringleader {
 

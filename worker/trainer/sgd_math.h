@@ -12,7 +12,7 @@
 #ifndef RINGLEADER_WORKER_TRAINER_SGD_MATH_H_
 #define RINGLEADER_WORKER_TRAINER_SGD_MATH_H_
 
-#include "worker/trainer/host_device.h"
+#include "common/host_device.h"
 
 namespace ringleader {
 

@@ -1,0 +1,97 @@
+#include "common/gpu/cuda_status.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace ringleader {
+namespace gpu {
+namespace {
+
+std::string Where(const char* expr, const char* file, int line) {
+  return absl::StrCat(expr, " failed at ", file, ":", line, ": ");
+}
+
+}  // namespace
+
+absl::StatusCode CudaErrorCode(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess:
+      return absl::StatusCode::kOk;
+    case cudaErrorInsufficientDriver:
+    case cudaErrorNoDevice:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorSystemDriverMismatch:
+    case cudaErrorCompatNotSupportedOnDevice:
+      return absl::StatusCode::kFailedPrecondition;
+    case cudaErrorMemoryAllocation:
+      return absl::StatusCode::kResourceExhausted;
+    case cudaErrorInvalidDevice:
+      return absl::StatusCode::kInvalidArgument;
+    case cudaErrorLaunchTimeout:
+    case cudaErrorTimeout:
+      return absl::StatusCode::kDeadlineExceeded;
+    default:
+      return absl::StatusCode::kInternal;
+  }
+}
+
+absl::StatusCode NcclResultCode(ncclResult_t result) {
+  switch (result) {
+    case ncclSuccess:
+    case ncclInProgress:
+      return absl::StatusCode::kOk;
+    case ncclRemoteError:
+    case ncclSystemError:
+      return absl::StatusCode::kUnavailable;
+    default:
+      return absl::StatusCode::kInternal;
+  }
+}
+
+absl::StatusCode CublasStatusCode(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS:
+      return absl::StatusCode::kOk;
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return absl::StatusCode::kFailedPrecondition;
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return absl::StatusCode::kResourceExhausted;
+    default:
+      return absl::StatusCode::kInternal;
+  }
+}
+
+absl::Status CudaStatus(cudaError_t error, const char* expr, const char* file, int line) {
+  const absl::StatusCode code = CudaErrorCode(error);
+  if (code == absl::StatusCode::kOk) return absl::OkStatus();
+  std::string detail = absl::StrCat(cudaGetErrorName(error), " (error ", static_cast<int>(error),
+                                    "): ", cudaGetErrorString(error));
+  // A driver/device problem is about the machine, not the call: say so first.
+  const char* prefix = code == absl::StatusCode::kFailedPrecondition ? kNoUsableGpu : "";
+  return absl::Status(code, absl::StrCat(prefix, Where(expr, file, line), detail));
+}
+
+absl::Status NcclStatus(ncclResult_t result, const char* expr, const char* file, int line,
+                        ncclComm_t comm) {
+  const absl::StatusCode code = NcclResultCode(result);
+  if (code == absl::StatusCode::kOk) return absl::OkStatus();
+  // ncclGetLastError holds the detail (which peer, which CUDA call); it may be empty.
+  const char* last = ncclGetLastError(comm);
+  std::string detail =
+      absl::StrCat(ncclGetErrorString(result), " (nccl result ", static_cast<int>(result), ")");
+  if (last != nullptr && last[0] != '\0') absl::StrAppend(&detail, "; last NCCL error: ", last);
+  return absl::Status(code, absl::StrCat(Where(expr, file, line), detail));
+}
+
+absl::Status CublasStatus(cublasStatus_t status, const char* expr, const char* file, int line) {
+  const absl::StatusCode code = CublasStatusCode(status);
+  if (code == absl::StatusCode::kOk) return absl::OkStatus();
+  std::string detail = absl::StrCat(cublasGetStatusName(status), " (status ",
+                                    static_cast<int>(status), "): ", cublasGetStatusString(status));
+  const char* prefix = code == absl::StatusCode::kFailedPrecondition ? kNoUsableGpu : "";
+  return absl::Status(code, absl::StrCat(prefix, Where(expr, file, line), detail));
+}
+
+}  // namespace gpu
+}  // namespace ringleader

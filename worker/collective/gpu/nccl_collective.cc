@@ -1,0 +1,550 @@
+#include "worker/collective/gpu/nccl_collective.h"
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "common/status_macros.h"
+#include "common/gpu/cuda_status.h"
+#include "worker/collective/gpu/nccl_unique_id.h"
+
+namespace ringleader {
+namespace gpu {
+namespace {
+
+using Sleeper = std::function<void(absl::Duration)>;
+
+absl::Status WithContext(const absl::Status& s, const std::string& context) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(context, s.message()));
+}
+
+absl::StatusOr<ncclDataType_t> ToNcclType(DataType t) {
+  switch (t) {
+    case DataType::kFloat32:
+      return ncclFloat32;
+    case DataType::kBFloat16:
+      return ncclBfloat16;
+    case DataType::kUInt8:
+      return ncclUint8;
+  }
+  return absl::InvalidArgumentError("unknown data type");
+}
+
+absl::StatusOr<ncclRedOp_t> ToNcclOp(ReduceOp op, DataType t) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kAvg:
+      if (t == DataType::kUInt8) {
+        return absl::InvalidArgumentError(
+            "reduce op avg on uint8 is not supported: use sum or max (bool buffers: max)");
+      }
+      return ncclAvg;
+  }
+  return absl::InvalidArgumentError("unknown reduce op");
+}
+
+absl::Status CheckView(const TensorView& v, const char* name) {
+  if (v.data == nullptr && v.count > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ".data is null but ", name, ".count is ", v.count));
+  }
+  return absl::OkStatus();
+}
+
+// The communicator and the first error, shared by the Collective and its Works (a Work may
+// outlive the Collective). Thread-safe.
+class CommState {
+ public:
+  CommState(std::shared_ptr<NcclRuntime> runtime, ncclComm_t comm, int rank)
+      : runtime_(std::move(runtime)), rank_(rank), comm_(comm) {}
+
+  int rank() const { return rank_; }
+
+  // OK while live; the first error once dead.
+  absl::Status dead_status() const {
+    absl::MutexLock lock(&mu_);
+    return dead_;
+  }
+
+  // Makes the state DEAD with `status` unless it already is, aborting the communicator exactly
+  // once. Returns the status in force (the first one).
+  absl::Status Fail(absl::Status status) {
+    ncclComm_t to_abort = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!dead_.ok()) return dead_;
+      dead_ = std::move(status);
+      to_abort = comm_;
+      comm_ = nullptr;
+    }
+    // Outside the lock: nobody can reach the communicator any more (comm_ is null), and
+    // ncclCommAbort may take a while; other threads polling the state must not wait for it.
+    if (to_abort != nullptr) runtime_->CommAbort(to_abort);
+    absl::MutexLock lock(&mu_);
+    return dead_;
+  }
+
+  // Runs `call` on the communicator under the lock (NCCL calls on one communicator must not
+  // overlap). Returns the dead status if dead, otherwise the call's Status.
+  // `expr` names the call in the error ("ncclAllReduce(...)").
+  absl::Status Call(const std::function<ncclResult_t(ncclComm_t)>& call, const char* expr) {
+    absl::MutexLock lock(&mu_);
+    if (!dead_.ok()) return dead_;
+    const ncclResult_t r = call(comm_);
+    return NcclStatus(r, expr, __FILE__, __LINE__, comm_);
+  }
+
+  // One ncclCommGetAsyncError. OK with *in_progress telling whether an enqueue is still running;
+  // the mapped error if the communicator failed (e.g. UNAVAILABLE when a peer died).
+  absl::Status PollAsyncError(bool* in_progress) {
+    absl::MutexLock lock(&mu_);
+    if (!dead_.ok()) return dead_;
+    ncclResult_t async = ncclSuccess;
+    const ncclResult_t r = runtime_->CommGetAsyncError(comm_, &async);
+    if (r != ncclSuccess) {
+      return NcclStatus(r, "ncclCommGetAsyncError(comm, &async)", __FILE__, __LINE__, comm_);
+    }
+    *in_progress = async == ncclInProgress;
+    return NcclStatus(async, "ncclCommGetAsyncError (asynchronous error)", __FILE__, __LINE__,
+                      comm_);
+  }
+
+ private:
+  const std::shared_ptr<NcclRuntime> runtime_;
+  const int rank_;
+  mutable absl::Mutex mu_;
+  ncclComm_t comm_ ABSL_GUARDED_BY(mu_);
+  absl::Status dead_ ABSL_GUARDED_BY(mu_);
+};
+
+// How a Work or the init loop waits: clock, sleep and poll interval.
+struct Poller {
+  Clock* clock;
+  Sleeper sleep;
+  absl::Duration interval;
+};
+
+// A Work that finished when it was created (refused or failed at issue).
+class DoneWork : public Work {
+ public:
+  explicit DoneWork(absl::Status status) : status_(std::move(status)) {}
+  absl::Status Wait() override { return status_; }
+  bool IsDone() const override { return true; }
+  absl::Duration Duration() const override { return absl::ZeroDuration(); }
+
+ private:
+  const absl::Status status_;
+};
+
+// An operation on the communication stream; done when `done_event` has completed.
+class NcclWork : public Work {
+ public:
+  NcclWork(std::shared_ptr<CommState> state, std::shared_ptr<NcclRuntime> runtime,
+           cudaEvent_t done_event, std::string what, absl::Time start, absl::Duration timeout,
+           Poller poller)
+      : state_(std::move(state)),
+        runtime_(std::move(runtime)),
+        done_event_(done_event),
+        what_(std::move(what)),
+        start_(start),
+        timeout_(timeout),
+        poller_(std::move(poller)) {}
+
+  ~NcclWork() override { runtime_->EventDestroy(done_event_); }
+
+  absl::Status Wait() override {
+    while (true) {
+      std::optional<absl::Status> result = Check();
+      if (result.has_value()) return *result;
+      poller_.sleep(poller_.interval);
+    }
+  }
+
+  bool IsDone() const override { return const_cast<NcclWork*>(this)->Check().has_value(); }
+
+  absl::Duration Duration() const override {
+    absl::MutexLock lock(&mu_);
+    return duration_;
+  }
+
+ private:
+  // One look at the operation; its final status once it has one.
+  std::optional<absl::Status> Check() {
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) return result_;
+    }
+    // A dead communicator first: after ncclCommAbort the event completes with garbage data.
+    absl::Status dead = state_->dead_status();
+    if (!dead.ok()) return Finish(dead);
+    const cudaError_t query = runtime_->EventQuery(done_event_);
+    if (query == cudaSuccess) return Finish(absl::OkStatus());
+    if (query != cudaErrorNotReady) {
+      return Finish(state_->Fail(
+          WithContext(CudaStatus(query, "cudaEventQuery(done_event)", __FILE__, __LINE__),
+                      absl::StrCat("rank ", state_->rank(), ": ", what_, ": "))));
+    }
+    bool in_progress = false;
+    absl::Status async = state_->PollAsyncError(&in_progress);
+    if (!async.ok()) {
+      return Finish(state_->Fail(
+          WithContext(async, absl::StrCat("rank ", state_->rank(), ": ", what_, ": "))));
+    }
+    if (poller_.clock->Now() - start_ >= timeout_) {
+      return Finish(state_->Fail(absl::DeadlineExceededError(
+          absl::StrCat("rank ", state_->rank(), ": NCCL ", what_, " did not finish within ",
+                       absl::FormatDuration(timeout_),
+                       "; communicator aborted (a peer is slow, hung or dead, or the ranks issued "
+                       "different collectives)"))));
+    }
+    return std::nullopt;
+  }
+
+  absl::Status Finish(absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    if (!finished_) {
+      finished_ = true;
+      result_ = std::move(status);
+      duration_ = poller_.clock->Now() - start_;
+    }
+    return result_;
+  }
+
+  const std::shared_ptr<CommState> state_;
+  const std::shared_ptr<NcclRuntime> runtime_;
+  const cudaEvent_t done_event_;
+  const std::string what_;
+  const absl::Time start_;
+  const absl::Duration timeout_;
+  const Poller poller_;
+
+  mutable absl::Mutex mu_;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status result_ ABSL_GUARDED_BY(mu_);
+  absl::Duration duration_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+};
+
+class NcclCollective : public Collective {
+ public:
+  NcclCollective(int rank, int world_size, int device, const NcclOptions& options,
+                 std::shared_ptr<NcclRuntime> runtime, std::shared_ptr<CommState> state,
+                 cudaStream_t comm_stream, void* barrier_buffer, Poller poller)
+      : rank_(rank),
+        world_size_(world_size),
+        device_(device),
+        compute_stream_(options.compute_stream),
+        collective_timeout_(options.collective_timeout),
+        runtime_(std::move(runtime)),
+        state_(std::move(state)),
+        comm_stream_(comm_stream),
+        barrier_buffer_(barrier_buffer),
+        poller_(std::move(poller)) {}
+
+  ~NcclCollective() override {
+    state_->Fail(absl::AbortedError(absl::StrCat("rank ", rank_, ": NCCL collective destroyed")))
+        .IgnoreError();  // the first error, if any, stays; nothing to report to
+    if (comm_stream_ != nullptr) runtime_->StreamDestroy(comm_stream_);
+    if (barrier_buffer_ != nullptr) runtime_->Free(barrier_buffer_);
+  }
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  std::string backend_name() const override { return "nccl"; }
+  MemoryKind memory_kind() const override { return MemoryKind::kDevice; }
+
+  std::shared_ptr<Work> AllReduce(TensorView buf, ReduceOp op,
+                                  const CollectiveOptions& opts) override {
+    absl::Status bad = CheckView(buf, "buf");
+    auto type = ToNcclType(buf.dtype);
+    auto nccl_op = ToNcclOp(op, buf.dtype);
+    if (!bad.ok() || !type.ok() || !nccl_op.ok()) {
+      return Refuse(!bad.ok() ? bad : !type.ok() ? type.status() : nccl_op.status());
+    }
+    return Issue(absl::StrCat("all-reduce(", ReduceOpName(op), ")"), "ncclAllReduce", buf, opts,
+                 [=](ncclComm_t comm) {
+                   return runtime_->AllReduce(buf.data, buf.data, buf.count, *type, *nccl_op, comm,
+                                              comm_stream_);
+                 });
+  }
+
+  std::shared_ptr<Work> Broadcast(TensorView buf, int root,
+                                  const CollectiveOptions& opts) override {
+    absl::Status bad = CheckView(buf, "buf");
+    if (bad.ok() && (root < 0 || root >= world_size_)) {
+      bad = absl::InvalidArgumentError(
+          absl::StrCat("broadcast root ", root, " is outside [0, ", world_size_, ")"));
+    }
+    auto type = ToNcclType(buf.dtype);
+    if (!bad.ok() || !type.ok()) return Refuse(!bad.ok() ? bad : type.status());
+    return Issue(absl::StrCat("broadcast(root ", root, ")"), "ncclBroadcast", buf, opts,
+                 [=](ncclComm_t comm) {
+                   return runtime_->Broadcast(buf.data, buf.data, buf.count, *type, root, comm,
+                                              comm_stream_);
+                 });
+  }
+
+  std::shared_ptr<Work> AllGather(TensorView in, TensorView out,
+                                  const CollectiveOptions& opts) override {
+    absl::Status bad = CheckView(in, "in");
+    if (bad.ok()) bad = CheckView(out, "out");
+    if (bad.ok() && (in.dtype != out.dtype || out.count != in.count * world_size_)) {
+      bad = absl::InvalidArgumentError(absl::StrCat(
+          "all-gather: out must hold world_size (", world_size_, ") x in.count (", in.count, ") ",
+          DataTypeName(in.dtype), " elements, got ", out.count, " ", DataTypeName(out.dtype)));
+    }
+    auto type = ToNcclType(in.dtype);
+    if (!bad.ok() || !type.ok()) return Refuse(!bad.ok() ? bad : type.status());
+    return Issue("all-gather", "ncclAllGather", in, opts, [=](ncclComm_t comm) {
+      return runtime_->AllGather(in.data, out.data, in.count, *type, comm, comm_stream_);
+    });
+  }
+
+  std::shared_ptr<Work> ReduceScatter(TensorView in, TensorView out, ReduceOp op,
+                                      const CollectiveOptions& opts) override {
+    absl::Status bad = CheckView(in, "in");
+    if (bad.ok()) bad = CheckView(out, "out");
+    if (bad.ok() && (in.dtype != out.dtype || in.count != out.count * world_size_)) {
+      bad = absl::InvalidArgumentError(absl::StrCat(
+          "reduce-scatter: in must hold world_size (", world_size_, ") x out.count (", out.count,
+          ") ", DataTypeName(out.dtype), " elements, got ", in.count, " ", DataTypeName(in.dtype)));
+    }
+    auto type = ToNcclType(in.dtype);
+    auto nccl_op = ToNcclOp(op, in.dtype);
+    if (!bad.ok() || !type.ok() || !nccl_op.ok()) {
+      return Refuse(!bad.ok() ? bad : !type.ok() ? type.status() : nccl_op.status());
+    }
+    return Issue(absl::StrCat("reduce-scatter(", ReduceOpName(op), ")"), "ncclReduceScatter", in,
+                 opts, [=](ncclComm_t comm) {
+                   return runtime_->ReduceScatter(in.data, out.data, out.count, *type, *nccl_op,
+                                                  comm, comm_stream_);
+                 });
+  }
+
+  std::shared_ptr<Work> Barrier(const CollectiveOptions& opts) override {
+    // NCCL has no barrier: an all-reduce of one float every rank must join.
+    TensorView one{barrier_buffer_, 1, DataType::kFloat32};
+    return Issue("barrier", "ncclAllReduce", one, opts, [=](ncclComm_t comm) {
+      return runtime_->AllReduce(one.data, one.data, 1, ncclFloat32, ncclSum, comm, comm_stream_);
+    });
+  }
+
+  void Abort(const absl::Status& reason) override {
+    state_
+        ->Fail(absl::AbortedError(
+            absl::StrCat("rank ", rank_, ": NCCL collective aborted: ", reason.ToString())))
+        .IgnoreError();  // an earlier error stays the one every Work reports
+  }
+
+ private:
+  static std::shared_ptr<Work> Refuse(absl::Status status) {
+    return std::make_shared<DoneWork>(std::move(status));
+  }
+
+  // Issues one operation on the communication stream after the compute stream's current work.
+  // `kind` and `v` only describe it for error messages ("all-reduce(sum) #7 of bucket 2
+  // (1024 x fp32)").
+  std::shared_ptr<Work> Issue(const std::string& kind, const char* nccl_call, const TensorView& v,
+                              const CollectiveOptions& opts,
+                              const std::function<ncclResult_t(ncclComm_t)>& call) {
+    absl::MutexLock lock(&issue_mu_);  // operations keep issue order
+    const std::string what =
+        absl::StrCat(kind, " #", next_seq_++,
+                     opts.bucket >= 0 ? absl::StrCat(" of bucket ", opts.bucket) : std::string(),
+                     " (", v.count, " x ", DataTypeName(v.dtype), ")");
+    const absl::Duration timeout =
+        opts.timeout > absl::ZeroDuration() ? opts.timeout : collective_timeout_;
+    const absl::Time start = poller_.clock->Now();
+    absl::Status dead = state_->dead_status();
+    if (!dead.ok()) return Refuse(dead);
+    const std::string context = absl::StrCat("rank ", rank_, ": ", what, ": ");
+    absl::Status s = IssueOnStreamLocked(nccl_call, start, timeout, call);
+    if (!s.ok()) return Refuse(state_->Fail(WithContext(s, context)));
+    cudaEvent_t done = nullptr;
+    s = CudaStatus(runtime_->EventCreate(&done), "cudaEventCreate(&done)", __FILE__, __LINE__);
+    if (s.ok()) {
+      s = CudaStatus(runtime_->EventRecord(done, comm_stream_),
+                     "cudaEventRecord(done, comm_stream)", __FILE__, __LINE__);
+      if (!s.ok()) runtime_->EventDestroy(done);
+    }
+    if (!s.ok()) return Refuse(state_->Fail(WithContext(s, context)));
+    return std::make_shared<NcclWork>(state_, runtime_, done, what, start, timeout, poller_);
+  }
+
+  // Orders the communication stream after the compute stream, enqueues `call` and waits until
+  // NCCL has actually put it on the stream (a non-blocking communicator may return
+  // ncclInProgress first; an event recorded before that would not cover the operation).
+  absl::Status IssueOnStreamLocked(const char* nccl_call, absl::Time start, absl::Duration timeout,
+                                   const std::function<ncclResult_t(ncclComm_t)>& call)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mu_) {
+    RL_CUDA_RETURN_IF_ERROR(runtime_->SetDevice(device_));
+    cudaEvent_t ready = nullptr;
+    RL_CUDA_RETURN_IF_ERROR(runtime_->EventCreate(&ready));
+    const cudaError_t recorded = runtime_->EventRecord(ready, compute_stream_);
+    const cudaError_t waited =
+        recorded == cudaSuccess ? runtime_->StreamWaitEvent(comm_stream_, ready) : recorded;
+    // Destroying the event right away is fine: the stream wait already captured it.
+    runtime_->EventDestroy(ready);
+    RL_CUDA_RETURN_IF_ERROR(recorded);
+    RL_CUDA_RETURN_IF_ERROR(waited);
+    RETURN_IF_ERROR(state_->Call(call, nccl_call));
+    while (true) {
+      bool in_progress = false;
+      RETURN_IF_ERROR(state_->PollAsyncError(&in_progress));
+      if (!in_progress) return absl::OkStatus();
+      if (poller_.clock->Now() - start >= timeout) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("NCCL did not finish enqueueing the operation within ",
+                         absl::FormatDuration(timeout), "; communicator aborted"));
+      }
+      poller_.sleep(poller_.interval);
+    }
+  }
+
+  const int rank_;
+  const int world_size_;
+  const int device_;
+  const cudaStream_t compute_stream_;
+  const absl::Duration collective_timeout_;
+  const std::shared_ptr<NcclRuntime> runtime_;
+  const std::shared_ptr<CommState> state_;
+  const cudaStream_t comm_stream_;
+  void* const barrier_buffer_;
+  const Poller poller_;
+
+  absl::Mutex issue_mu_;
+  uint64_t next_seq_ ABSL_GUARDED_BY(issue_mu_) = 0;
+};
+
+absl::Status ValidateCreateArgs(const std::shared_ptr<KeyValueStore>& store,
+                                const std::string& key_prefix, int rank, int world_size, int device,
+                                const NcclOptions& o) {
+  if (store == nullptr)
+    return absl::InvalidArgumentError("store is null: pass the attempt's store");
+  if (key_prefix.empty()) {
+    return absl::InvalidArgumentError(
+        "key_prefix is empty: use one unique per job attempt, e.g. \"<job>/<generation>/\"");
+  }
+  if (world_size < 1 || rank < 0 || rank >= world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank ", rank, " / world_size ", world_size,
+                     ": need world_size >= 1 and 0 <= rank < world_size"));
+  }
+  if (device < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device ", device, " is negative: give a CUDA device ordinal"));
+  }
+  if (o.init_timeout <= absl::ZeroDuration() || o.collective_timeout <= absl::ZeroDuration() ||
+      o.poll_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "NcclOptions: init_timeout, collective_timeout and poll_interval must be > 0");
+  }
+  return absl::OkStatus();
+}
+
+std::string RankList(const std::vector<int>& ranks) {
+  return ranks.empty() ? std::string("none") : absl::StrJoin(ranks, ",");
+}
+
+// What to say when this rank's communicator init failed or timed out.
+std::string InitFailureHint(KeyValueStore& store, const std::string& key_prefix, int rank,
+                            int world_size) {
+  const std::vector<int> not_started =
+      RanksWithoutKey(store, world_size, [&](int r) { return NcclStartedKey(key_prefix, r); });
+  std::string hint =
+      absl::StrCat(" (ranks that never started communicator init: ", RankList(not_started), ")");
+  if (rank != 0) {
+    absl::StrAppend(&hint,
+                    "; rank 0 created the NCCL unique id and hosts NCCL's bootstrap root: if "
+                    "rank 0 crashed or exited, every other rank fails like this — check rank 0");
+  }
+  return hint;
+}
+
+// Polls a non-blocking communicator's init until it is ready, failed, or `deadline` passes.
+absl::Status WaitForInit(NcclRuntime& runtime, ncclComm_t comm, absl::Time deadline,
+                         const Poller& poller, absl::Duration init_timeout) {
+  while (true) {
+    ncclResult_t async = ncclSuccess;
+    RL_NCCL_RETURN_IF_ERROR(runtime.CommGetAsyncError(comm, &async));
+    if (async == ncclSuccess) return absl::OkStatus();
+    if (async != ncclInProgress) {
+      return NcclStatus(async, "ncclCommInitRankConfig (asynchronous result)", __FILE__, __LINE__,
+                        comm);
+    }
+    if (poller.clock->Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "NCCL communicator init did not finish within ", absl::FormatDuration(init_timeout)));
+    }
+    poller.sleep(poller.interval);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Collective>> CreateNcclCollective(
+    std::shared_ptr<KeyValueStore> store, const std::string& key_prefix, int rank, int world_size,
+    int device, const NcclOptions& options) {
+  RETURN_IF_ERROR(ValidateCreateArgs(store, key_prefix, rank, world_size, device, options));
+  std::shared_ptr<NcclRuntime> runtime = options.runtime ? options.runtime : RealNcclRuntime();
+  Poller poller{
+      options.clock != nullptr ? options.clock : Clock::Real(),
+      options.sleep ? options.sleep : Sleeper([](absl::Duration d) { absl::SleepFor(d); }),
+      options.poll_interval};
+  const std::string context = absl::StrCat("rank ", rank, " (GPU ", device, "): ");
+  const absl::Time deadline = poller.clock->Now() + options.init_timeout;
+
+  RETURN_IF_ERROR(WithContext(
+      CudaStatus(runtime->SetDevice(device), "cudaSetDevice(device)", __FILE__, __LINE__),
+      context));
+  ASSIGN_OR_RETURN(
+      ncclUniqueId id,
+      ExchangeNcclUniqueId(*store, key_prefix, rank, world_size, deadline - poller.clock->Now(),
+                           [&runtime](ncclUniqueId* out) { return runtime->GetUniqueId(out); }));
+  RETURN_IF_ERROR(WithContext(PublishStarted(*store, key_prefix, rank), context));
+
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // init and every call return at once; we poll and can always abort
+  ncclComm_t comm = nullptr;
+  absl::Status init = NcclStatus(runtime->CommInitRankConfig(&comm, world_size, id, rank, &config),
+                                 "ncclCommInitRankConfig(&comm, world_size, id, rank, &config)",
+                                 __FILE__, __LINE__);
+  if (init.ok()) init = WaitForInit(*runtime, comm, deadline, poller, options.init_timeout);
+  if (!init.ok()) {
+    if (comm != nullptr) runtime->CommAbort(comm);
+    return absl::Status(init.code(),
+                        absl::StrCat(context, init.message(),
+                                     InitFailureHint(*store, key_prefix, rank, world_size)));
+  }
+
+  auto state = std::make_shared<CommState>(runtime, comm, rank);
+  cudaStream_t comm_stream = nullptr;
+  void* barrier_buffer = nullptr;
+  absl::Status setup = CudaStatus(runtime->StreamCreate(&comm_stream),
+                                  "cudaStreamCreate(&comm_stream)", __FILE__, __LINE__);
+  if (setup.ok()) {
+    setup = CudaStatus(runtime->Malloc(&barrier_buffer, sizeof(float)),
+                       "cudaMalloc(&barrier_buffer, 4)", __FILE__, __LINE__);
+  }
+  // From here on the Collective owns comm, stream and buffer; its destructor releases them.
+  auto collective = std::make_unique<NcclCollective>(rank, world_size, device, options, runtime,
+                                                     state, comm_stream, barrier_buffer, poller);
+  if (setup.ok()) setup = PublishJoined(*store, key_prefix, rank);
+  if (setup.ok() && rank == 0) {
+    // Rank 0's process hosts the bootstrap root: it may go on (and possibly exit) only once
+    // every rank has a working communicator.
+    setup = WaitAllJoined(*store, key_prefix, world_size, deadline, *poller.clock);
+  }
+  if (!setup.ok()) return WithContext(setup, context);
+  return std::unique_ptr<Collective>(std::move(collective));
+}
+
+}  // namespace gpu
+}  // namespace ringleader

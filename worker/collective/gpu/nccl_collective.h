@@ -1,0 +1,99 @@
+// The NCCL (GPU) implementation of `Collective`: one rank per GPU, buffers in device memory.
+//
+// CreateNcclCollective relays rank 0's ncclUniqueId through the attempt's KeyValueStore (see
+// nccl_unique_id.h), creates a NON-BLOCKING communicator (ncclCommInitRankConfig with
+// config.blocking = 0) and polls ncclCommGetAsyncError until it is ready, fails, or the init
+// deadline passes — so a rank that never shows up makes the others fail with DEADLINE_EXCEEDED
+// instead of hanging, and ncclCommAbort can always tear the communicator down.
+//
+// Streams and ordering (the caller's contract):
+//   * The caller computes on `NcclOptions::compute_stream` (the trainer's stream; nullptr = the
+//     legacy default stream). Every operation first records an event on the compute stream and
+//     makes the communication stream wait for it, so the operation sees every kernel the caller
+//     issued on the compute stream BEFORE the call (e.g. the backward kernels that wrote a
+//     gradient bucket), without blocking the host.
+//   * Operations run on one dedicated communication stream (non-blocking w.r.t. the legacy
+//     stream), in issue order.
+//   * Work::Wait() returns once the operation finished on the device: after it, any stream and
+//     the host may use the result. Until then the buffer must not be touched.
+//   * Calls may come from any thread (they are serialised). Each call sets the calling thread's
+//     current CUDA device to `device` and leaves it set (the trainer thread uses that device
+//     anyway).
+//
+// Work: the operation's completion event on the communication stream. Wait() polls it together
+// with ncclCommGetAsyncError every `poll_interval` until done, an NCCL error (a peer died:
+// UNAVAILABLE), or the operation's deadline (issue time + timeout: DEADLINE_EXCEEDED). IsDone()
+// makes one such check without waiting (so a deadline also fires through IsDone).
+//
+// Lifecycle (one Collective per rank per job attempt):
+//
+//   CreateNcclCollective
+//     ├─ unique id / init / join fails or times out ──> error returned (communicator aborted)
+//     └─ ok ──> LIVE ──op error / op deadline──> DEAD (ncclCommAbort once; first error kept)
+//                    └──Abort(reason)──────────> DEAD (ABORTED(reason))
+//
+//   In DEAD every pending Work and every later call fails at once with the first error.
+//   Abort is idempotent, callable from any thread, and never waits for peers (ncclCommAbort).
+//   The destructor aborts the communicator if it is still live: Wait for every Work first.
+//
+// Data types: kFloat32 -> ncclFloat32, kBFloat16 -> ncclBfloat16, kUInt8 -> ncclUint8 (NCCL has
+// no bool: carry bool buffers as uint8 and reduce them with kMax). kAvg -> ncclAvg (float types
+// only; INVALID_ARGUMENT on uint8, like the gloo backend).
+#ifndef RINGLEADER_WORKER_COLLECTIVE_GPU_NCCL_COLLECTIVE_H_
+#define RINGLEADER_WORKER_COLLECTIVE_GPU_NCCL_COLLECTIVE_H_
+
+#include <cuda_runtime_api.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "worker/collective/collective.h"
+#include "worker/collective/key_value_store.h"
+#include "worker/collective/gpu/nccl_runtime.h"
+
+namespace ringleader {
+namespace gpu {
+
+struct NcclOptions {
+  // Budget for the whole of CreateNcclCollective: waiting for rank 0's unique id, communicator
+  // init, and (rank 0) waiting for every rank to join.
+  absl::Duration init_timeout = absl::Seconds(120);
+  // Timeout of each operation whose CollectiveOptions::timeout is zero.
+  absl::Duration collective_timeout = absl::Seconds(60);
+  // How often a waiting Work / init polls the event and ncclCommGetAsyncError.
+  absl::Duration poll_interval = absl::Microseconds(50);
+  // The stream the caller's kernels run on; operations wait for it (see above).
+  cudaStream_t compute_stream = nullptr;
+  // Reads time for deadlines and Work::Duration. Not owned; nullptr = Clock::Real().
+  Clock* clock = nullptr;
+  // Waits between polls; empty = absl::SleepFor. Tests pass one that advances a FakeClock.
+  std::function<void(absl::Duration)> sleep;
+  // The library calls; nullptr = RealNcclRuntime(). Tests pass a fake.
+  std::shared_ptr<NcclRuntime> runtime;
+};
+
+// Creates rank `rank` of `world_size` on CUDA device `device`, rendezvousing under `key_prefix`
+// (unique per job attempt, e.g. "<job>/<generation>/") in `store`. Returns a live Collective
+// (backend_name() "nccl", memory_kind() kDevice).
+// Errors:
+//   INVALID_ARGUMENT  rank/world_size/device/timeouts out of range, empty prefix, null store;
+//   FAILED_PRECONDITION "no usable GPU: ..." (no driver / no such device);
+//   DEADLINE_EXCEEDED  rank 0's unique id never came ("rank 0 never published it"), init did
+//                      not finish (the message lists the ranks that never started init and, on
+//                      ranks != 0, names rank 0's bootstrap as the usual culprit), or (rank 0)
+//                      some rank never joined;
+//   UNAVAILABLE        NCCL reported a remote/system error during init (a peer died; on ranks
+//                      != 0 the message names rank 0, whose process hosts the bootstrap);
+//   the store's UNAVAILABLE / FAILED_PRECONDITION; INTERNAL for other NCCL/CUDA failures.
+absl::StatusOr<std::unique_ptr<Collective>> CreateNcclCollective(
+    std::shared_ptr<KeyValueStore> store, const std::string& key_prefix, int rank, int world_size,
+    int device, const NcclOptions& options = {});
+
+}  // namespace gpu
+}  // namespace ringleader
+
+#endif  // RINGLEADER_WORKER_COLLECTIVE_GPU_NCCL_COLLECTIVE_H_

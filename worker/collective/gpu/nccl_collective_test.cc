@@ -1,0 +1,428 @@
+// NcclCollective's control flow (unique-id relay, non-blocking init, stream ordering, Work
+// completion, deadlines, asynchronous errors, Abort) against FakeNcclRuntime: no GPU needed.
+// Time is a FakeClock that the collective's "sleep" advances, so deadlines pass without waiting.
+#include "worker/collective/gpu/nccl_collective.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/collective/in_memory_key_value_store.h"
+#include "worker/collective/gpu/fake_nccl_runtime.h"
+#include "common/gpu/gpu_devices.h"
+#include "worker/collective/gpu/nccl_unique_id.h"
+#include "worker/collective/rank_threads.h"
+
+namespace ringleader {
+namespace gpu {
+namespace {
+
+using ::testing::ContainsRegex;
+using ::testing::HasSubstr;
+
+const cudaStream_t kComputeStream = reinterpret_cast<cudaStream_t>(uintptr_t{0x77});
+
+class NcclCollectiveTest : public ::testing::Test {
+ protected:
+  NcclOptions Options(std::shared_ptr<FakeNcclRuntime> runtime) {
+    NcclOptions o;
+    o.init_timeout = absl::Seconds(10);
+    o.collective_timeout = absl::Seconds(5);
+    o.poll_interval = absl::Milliseconds(10);
+    o.compute_stream = kComputeStream;
+    o.clock = &clock_;
+    o.sleep = [this](absl::Duration d) { clock_.Advance(d); };
+    o.runtime = std::move(runtime);
+    return o;
+  }
+
+  // Rank 0 of a world of one: the whole relay and init run on the calling thread.
+  std::unique_ptr<Collective> CreateAlone() {
+    auto c = CreateNcclCollective(store_, "job/3/", 0, 1, 0, Options(runtime_));
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  float buf_[16] = {};
+  FakeClock clock_;
+  std::shared_ptr<InMemoryKeyValueStore> store_ = std::make_shared<InMemoryKeyValueStore>();
+  std::shared_ptr<FakeNcclRuntime> runtime_ = std::make_shared<FakeNcclRuntime>();
+};
+
+TEST_F(NcclCollectiveTest, CreateRelaysTheIdAndInitsANonBlockingCommunicator) {
+  std::unique_ptr<Collective> c = CreateAlone();
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->backend_name(), "nccl");
+  EXPECT_EQ(c->memory_kind(), MemoryKind::kDevice);
+  EXPECT_EQ(c->rank(), 0);
+  EXPECT_EQ(c->world_size(), 1);
+  EXPECT_EQ(runtime_->last_init_blocking(), 0);
+  EXPECT_EQ(runtime_->last_init_nranks(), 1);
+  auto stored = store_->Get("job/3/nccl/unique_id", absl::ZeroDuration());
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(*stored, runtime_->last_init_id());
+  EXPECT_TRUE(store_->Get(NcclStartedKey("job/3/", 0), absl::ZeroDuration()).ok());
+  EXPECT_TRUE(store_->Get(NcclJoinedKey("job/3/", 0), absl::ZeroDuration()).ok());
+  EXPECT_EQ(runtime_->abort_calls(), 0);
+}
+
+TEST_F(NcclCollectiveTest, ThreeRanksAgreeOnOneIdAndAllJoin) {
+  constexpr int kWorld = 3;
+  std::vector<std::shared_ptr<FakeNcclRuntime>> runtimes;
+  for (int r = 0; r < kWorld; ++r) runtimes.push_back(std::make_shared<FakeNcclRuntime>());
+  std::vector<absl::Status> results(kWorld);
+  std::vector<std::unique_ptr<Collective>> collectives(kWorld);
+  RunRanks(kWorld, [&](int rank) {
+    auto c = CreateNcclCollective(store_, "job/9/", rank, kWorld, rank, Options(runtimes[rank]));
+    results[rank] = c.status();
+    if (c.ok()) collectives[rank] = std::move(*c);
+  });
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+    EXPECT_EQ(runtimes[r]->last_init_rank(), r);
+    EXPECT_EQ(runtimes[r]->last_init_nranks(), kWorld);
+    EXPECT_EQ(runtimes[r]->last_init_id(), runtimes[0]->last_init_id());
+    EXPECT_TRUE(store_->Get(NcclJoinedKey("job/9/", r), absl::ZeroDuration()).ok());
+  }
+  // Only rank 0 made an id.
+  EXPECT_EQ(runtimes[1]->calls().front(), "SetDevice(1)");
+  EXPECT_THAT(runtimes[0]->calls(), ::testing::Contains("GetUniqueId"));
+  EXPECT_THAT(runtimes[1]->calls(), ::testing::Not(::testing::Contains("GetUniqueId")));
+}
+
+TEST_F(NcclCollectiveTest, AllReduceWaitsForTheComputeStreamThenRunsOnTheCommStream) {
+  std::unique_ptr<Collective> c = CreateAlone();
+  ASSERT_NE(c, nullptr);
+  const uintptr_t comm_stream = FakeNcclRuntime::Id(runtime_->created_stream());
+  const size_t calls_before = runtime_->calls().size();
+  auto work = c->AllReduce({buf_, 16, DataType::kFloat32}, ReduceOp::kAvg);
+  ASSERT_TRUE(work->Wait().ok());
+
+  const std::vector<FakeNcclRuntime::Op> ops = runtime_->ops();
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].kind, "AllReduce");
+  EXPECT_EQ(ops[0].type, ncclFloat32);
+  EXPECT_EQ(ops[0].op, ncclAvg);
+  EXPECT_EQ(ops[0].count, 16u);
+  EXPECT_EQ(ops[0].send, buf_);
+  EXPECT_EQ(ops[0].recv, buf_);
+  EXPECT_EQ(FakeNcclRuntime::Id(ops[0].stream), comm_stream);
+
+  // Order: event on the compute stream, comm stream waits for it, the NCCL call, the enqueue
+  // finishes (async state leaves "in progress" = 7), and only then the completion event.
+  std::vector<std::string> calls = runtime_->calls();
+  calls.erase(calls.begin(), calls.begin() + calls_before);
+  const auto at = [&](const std::string& prefix) {
+    return std::find_if(calls.begin(), calls.end(),
+                        [&](const std::string& s) { return s.rfind(prefix, 0) == 0; }) -
+           calls.begin();
+  };
+  const auto compute_record = at(absl::StrCat("EventRecord(event"));
+  ASSERT_LT(compute_record, static_cast<long>(calls.size()));
+  EXPECT_THAT(calls[compute_record], HasSubstr(absl::StrCat("stream ", 0x77, ")")));
+  const auto wait = at(absl::StrCat("StreamWaitEvent(stream ", comm_stream));
+  const auto nccl = at("AllReduce");
+  const auto enqueued = at("CommGetAsyncError -> 0");
+  EXPECT_LT(compute_record, wait);
+  EXPECT_LT(wait, nccl);
+  EXPECT_LT(nccl, enqueued);
+  long last_record = -1;
+  for (long i = 0; i < static_cast<long>(calls.size()); ++i) {
+    if (calls[i].rfind("EventRecord(", 0) == 0 &&
+        calls[i].find(absl::StrCat("stream ", comm_stream, ")")) != std::string::npos) {
+      last_record = i;
+    }
+  }
+  EXPECT_GT(last_record, enqueued) << "completion event recorded before NCCL enqueued the op";
+}
+
+TEST_F(NcclCollectiveTest, DataTypesAndOpsMapToNccl) {
+  std::unique_ptr<Collective> c = CreateAlone();
+  ASSERT_NE(c, nullptr);
+  uint16_t bf[4] = {};
+  uint8_t bytes[8] = {};
+  ASSERT_TRUE(c->AllReduce({bf, 4, DataType::kBFloat16}, ReduceOp::kSum)->Wait().ok());
+  ASSERT_TRUE(c->AllReduce({bytes, 8, DataType::kUInt8}, ReduceOp::kMax)->Wait().ok());
+  ASSERT_TRUE(c->Broadcast({buf_, 16, DataType::kFloat32}, 0)->Wait().ok());
+  ASSERT_TRUE(
+      c->AllGather({buf_, 16, DataType::kFloat32}, {buf_, 16, DataType::kFloat32})->Wait().ok());
+  ASSERT_TRUE(c->ReduceScatter({buf_, 16, DataType::kFloat32}, {buf_, 16, DataType::kFloat32},
+                               ReduceOp::kSum)
+                  ->Wait()
+                  .ok());
+  ASSERT_TRUE(c->Barrier()->Wait().ok());
+  const std::vector<FakeNcclRuntime::Op> ops = runtime_->ops();
+  ASSERT_EQ(ops.size(), 6u);
+  EXPECT_EQ(ops[0].type, ncclBfloat16);
+  EXPECT_EQ(ops[0].op, ncclSum);
+  EXPECT_EQ(ops[1].type, ncclUint8);
+  EXPECT_EQ(ops[1].op, ncclMax);
+  EXPECT_EQ(ops[2].kind, "Broadcast");
+  EXPECT_EQ(ops[2].root, 0);
+  EXPECT_EQ(ops[3].kind, "AllGather");
+  EXPECT_EQ(ops[4].kind, "ReduceScatter");
+  EXPECT_EQ(ops[5].kind, "AllReduce");  // the barrier
+  EXPECT_EQ(ops[5].count, 1u);
+  EXPECT_NE(ops[5].recv, nullptr);
+}
+
+TEST_F(NcclCollectiveTest, BadArgumentsAreRefusedAndTheCollectiveStaysLive) {
+  std::unique_ptr<Collective> c = CreateAlone();
+  ASSERT_NE(c, nullptr);
+  uint8_t bytes[4] = {};
+  const absl::Status avg_u8 = c->AllReduce({bytes, 4, DataType::kUInt8}, ReduceOp::kAvg)->Wait();
+  EXPECT_EQ(avg_u8.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->Broadcast({buf_, 4, DataType::kFloat32}, 1)->Wait().code(),
+            absl::StatusCode::kInvalidArgument);
+  const absl::Status gather =
+      c->AllGather({buf_, 4, DataType::kFloat32}, {buf_, 5, DataType::kFloat32})->Wait();
+  EXPECT_EQ(gather.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(gather.message()), HasSubstr("out must hold world_size (1) x in.count"));
+  EXPECT_EQ(c->AllReduce({nullptr, 4, DataType::kFloat32}, ReduceOp::kSum)->Wait().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(runtime_->ops().empty());
+  EXPECT_TRUE(c->AllReduce({buf_, 4, DataType::kFloat32}, ReduceOp::kSum)->Wait().ok());
+  EXPECT_EQ(runtime_->abort_calls(), 0);
+}
+
+TEST_F(NcclCollectiveTest, AWorkPastItsDeadlineAbortsTheCommunicatorAndKillsTheCollective) {
+  std::unique_ptr<Collective> c = CreateAlone();
+  ASSERT_NE(c, nullptr);
+  runtime_->set_events_complete(false);  // the peer never shows up: the op never finishes
+  CollectiveOptions opts;
+  opts.timeout = absl::Seconds(2);
+  opts.bucket = 4;
+  const absl::Time start = clock_.Now();
+  auto work = c->AllReduce({buf_, 16, DataType::kFloat32}, ReduceOp::kSum, opts);
+  EXPECT_FALSE(work->IsDone());
+  const absl::Status s = work->Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("rank 0: NCCL all-reduce(sum) #0 of bucket 4 (16 x fp32) did not finish "
+                        "within 2s"));
+  EXPECT_GE(clock_.Now() - start, absl::Seconds(2));
+  EXPECT_LT(clock_.Now() - start, absl::Seconds(3));
+  EXPECT_TRUE(work->IsDone());
+  EXPECT_EQ(work->Wait(), s);
+  EXPECT_EQ(runtime_->abort_calls(), 1);
+  // Dead: later calls fail at once with the same status, without touching NCCL.
+  const size_t ops = runtime_->ops().size();
+  EXPECT_EQ(c->Barrier()->Wait(), s);
+  EXPECT_EQ(runtime_->ops().size(), ops);
+  c->Abort(absl::CancelledError("late"));
+  EXPECT_EQ(runtime_->abort_calls(), 1);
+}
+
+TEST_F(NcclCollectiveTest, IsDoneAloneNoticesTheDeadline) {
+  std::unique_ptr<Collective> c = CreateAlone();
+  ASSERT_NE(c, nullptr);
+  runtime_->set_events_complete(false);
+  auto work = c->Barrier();
+  EXPECT_FALSE(work->IsDone());
+  clock_.Advance(absl::Seconds(6));
+  EXPECT_TRUE(work->IsDone());
+  EXPECT_EQ(work->Wait().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(runtime_->abort_calls(), 1);
+}
+
+TEST_F(NcclCollectiveTest, AbortFailsPendingAndLaterWorkWithAbortedOnceAndIsIdempotent) {
+  std::unique_ptr<Collective> c = CreateAlone();
+  ASSERT_NE(c, nullptr);
+  runtime_->set_events_complete(false);
+  auto first = c->AllReduce({buf_, 8, DataType::kFloat32}, ReduceOp::kSum);
+  auto second = c->Broadcast({buf_ + 8, 8, DataType::kFloat32}, 0);
+  EXPECT_FALSE(first->IsDone());
+  c->Abort(absl::UnavailableError("coordinator: rank 3 died"));
+  c->Abort(absl::UnavailableError("again"));
+  EXPECT_EQ(runtime_->abort_calls(), 1);
+  for (const auto& work : {first, second}) {
+    EXPECT_TRUE(work->IsDone());
+    const absl::Status s = work->Wait();
+    EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+    EXPECT_THAT(std::string(s.message()), HasSubstr("coordinator: rank 3 died"));
+    EXPECT_THAT(std::string(s.message()), ::testing::Not(HasSubstr("again")));
+  }
+  EXPECT_EQ(c->Barrier()->Wait().code(), absl::StatusCode::kAborted);
+  // Events completing after the abort do not resurrect the work.
+  runtime_->CompleteEvents();
+  EXPECT_EQ(first->Wait().code(), absl::StatusCode::kAborted);
+}
+
+TEST_F(NcclCollectiveTest, AnAsynchronousNcclErrorFailsTheWorkAsUnavailable) {
+  std::unique_ptr<Collective> c = CreateAlone();
+  ASSERT_NE(c, nullptr);
+  runtime_->set_events_complete(false);
+  auto work = c->AllReduce({buf_, 8, DataType::kFloat32}, ReduceOp::kSum);
+  runtime_->SetAsyncError(ncclRemoteError);
+  const absl::Status s = work->Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("all-reduce(sum) #0"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr(ncclGetErrorString(ncclRemoteError)));
+  EXPECT_EQ(runtime_->abort_calls(), 1);
+}
+
+TEST_F(NcclCollectiveTest, AFailingNcclCallFailsTheWorkAtOnce) {
+  std::unique_ptr<Collective> c = CreateAlone();
+  ASSERT_NE(c, nullptr);
+  runtime_->set_op_result(ncclSystemError);
+  const absl::Status s = c->AllReduce({buf_, 8, DataType::kFloat32}, ReduceOp::kSum)->Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("ncclAllReduce failed at"));
+  EXPECT_EQ(runtime_->abort_calls(), 1);
+}
+
+TEST_F(NcclCollectiveTest, WorkDurationIsTheTimeFromIssueToCompletion) {
+  std::unique_ptr<Collective> c = CreateAlone();
+  ASSERT_NE(c, nullptr);
+  runtime_->set_events_complete(false);
+  const absl::Time issued = clock_.Now();
+  auto work = c->AllReduce({buf_, 8, DataType::kFloat32}, ReduceOp::kSum);
+  EXPECT_EQ(work->Duration(), absl::ZeroDuration());
+  clock_.Advance(absl::Milliseconds(250));
+  runtime_->CompleteEvents();
+  ASSERT_TRUE(work->Wait().ok());
+  // From issue (including NCCL's enqueue, one poll here) to the completion Wait observed.
+  EXPECT_EQ(work->Duration(), clock_.Now() - issued);
+  EXPECT_GE(work->Duration(), absl::Milliseconds(250));
+}
+
+TEST_F(NcclCollectiveTest, DestroyingTheCollectiveAbortsAndReleasesEverything) {
+  std::unique_ptr<Collective> c = CreateAlone();
+  ASSERT_NE(c, nullptr);
+  runtime_->set_events_complete(false);
+  auto work = c->AllReduce({buf_, 8, DataType::kFloat32}, ReduceOp::kSum);
+  EXPECT_EQ(runtime_->live_streams(), 1);
+  EXPECT_EQ(runtime_->live_allocations(), 1);
+  c.reset();
+  EXPECT_EQ(runtime_->abort_calls(), 1);
+  EXPECT_EQ(runtime_->live_streams(), 0);
+  EXPECT_EQ(runtime_->live_allocations(), 0);
+  EXPECT_EQ(work->Wait().code(), absl::StatusCode::kAborted);
+}
+
+TEST_F(NcclCollectiveTest, NoUsableGpuIsFailedPrecondition) {
+  runtime_->set_set_device_result(cudaErrorInsufficientDriver);
+  auto c = CreateNcclCollective(store_, "job/3/", 0, 1, 0, Options(runtime_));
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("no usable GPU: "));
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("rank 0 (GPU 0)"));
+  EXPECT_EQ(runtime_->init_calls(), 0);
+}
+
+TEST_F(NcclCollectiveTest, InvalidArgumentsAreRefusedBeforeAnyCall) {
+  EXPECT_EQ(CreateNcclCollective(store_, "", 0, 1, 0, Options(runtime_)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateNcclCollective(nullptr, "p/", 0, 1, 0, Options(runtime_)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateNcclCollective(store_, "p/", 2, 2, 0, Options(runtime_)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CreateNcclCollective(store_, "p/", 0, 1, -1, Options(runtime_)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  NcclOptions zero = Options(runtime_);
+  zero.collective_timeout = absl::ZeroDuration();
+  EXPECT_EQ(CreateNcclCollective(store_, "p/", 0, 1, 0, zero).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(runtime_->calls().empty());
+}
+
+TEST_F(NcclCollectiveTest, ARankWhoseRankZeroNeverPublishesTimesOutNamingRankZero) {
+  NcclOptions o = Options(runtime_);
+  o.init_timeout = absl::Milliseconds(50);  // the store waits in real time
+  auto c = CreateNcclCollective(store_, "job/5/", 1, 2, 0, o);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("rank 1 waited 50ms for rank 0's NCCL unique id (key "
+                        "job/5/nccl/unique_id): rank 0 never published it"));
+  EXPECT_EQ(runtime_->init_calls(), 0);
+}
+
+TEST_F(NcclCollectiveTest, InitThatNeverFinishesTimesOutAbortsAndNamesTheMissingRanks) {
+  // Rank 1 of 3 gets the id (rank 0 published it and started init), but rank 2 never comes, so
+  // NCCL's init never finishes.
+  ASSERT_TRUE(store_->Set(NcclUniqueIdKey("job/6/"), std::string(NCCL_UNIQUE_ID_BYTES, 'x')).ok());
+  ASSERT_TRUE(PublishStarted(*store_, "job/6/", 0).ok());
+  runtime_->set_init_async_result(ncclInProgress);
+  const absl::Time start = clock_.Now();
+  auto c = CreateNcclCollective(store_, "job/6/", 1, 3, 0, Options(runtime_));
+  ASSERT_EQ(c.status().code(), absl::StatusCode::kDeadlineExceeded) << c.status();
+  const std::string message(c.status().message());
+  EXPECT_THAT(message,
+              HasSubstr("rank 1 (GPU 0): NCCL communicator init did not finish within 10s"));
+  EXPECT_THAT(message, HasSubstr("ranks that never started communicator init: 2)"));
+  EXPECT_THAT(message, HasSubstr("check rank 0"));
+  EXPECT_GE(clock_.Now() - start, absl::Seconds(10));
+  EXPECT_EQ(runtime_->abort_calls(), 1);
+  EXPECT_EQ(runtime_->last_init_id(), std::string(NCCL_UNIQUE_ID_BYTES, 'x'));
+}
+
+TEST_F(NcclCollectiveTest, InitFailingBecauseAPeerDiedIsUnavailableAndNamesRankZero) {
+  ASSERT_TRUE(store_->Set(NcclUniqueIdKey("job/8/"), std::string(NCCL_UNIQUE_ID_BYTES, 'y')).ok());
+  runtime_->set_init_async_result(ncclRemoteError);
+  auto c = CreateNcclCollective(store_, "job/8/", 1, 2, 0, Options(runtime_));
+  ASSERT_EQ(c.status().code(), absl::StatusCode::kUnavailable) << c.status();
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("rank 0 created the NCCL unique id"));
+  EXPECT_EQ(runtime_->abort_calls(), 1);
+}
+
+TEST_F(NcclCollectiveTest, AnInitCallThatFailsAtOnceIsReported) {
+  runtime_->set_init_call_result(ncclInvalidUsage);
+  auto c = CreateNcclCollective(store_, "job/4/", 0, 1, 0, Options(runtime_));
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("ncclCommInitRankConfig("));
+}
+
+TEST_F(NcclCollectiveTest, RankZeroWaitsForEveryRankToJoinAndNamesTheOnesThatDoNot) {
+  NcclOptions o = Options(runtime_);
+  o.init_timeout = absl::Milliseconds(100);  // the store waits in real time
+  auto c = CreateNcclCollective(store_, "job/2/", 0, 2, 0, o);
+  ASSERT_EQ(c.status().code(), absl::StatusCode::kDeadlineExceeded) << c.status();
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("rank(s) 1 never joined the NCCL communicator"));
+  // The communicator it had made is torn down, nothing leaks.
+  EXPECT_EQ(runtime_->abort_calls(), 1);
+  EXPECT_EQ(runtime_->live_streams(), 0);
+  EXPECT_EQ(runtime_->live_allocations(), 0);
+}
+
+TEST_F(NcclCollectiveTest, ARankThatNeverJoinsMakesTheOthersTimeOutAndAbortCleanly) {
+  constexpr int kWorld = 3;  // rank 2 never starts
+  std::vector<std::shared_ptr<FakeNcclRuntime>> runtimes;
+  for (int r = 0; r < kWorld; ++r) {
+    runtimes.push_back(std::make_shared<FakeNcclRuntime>());
+    runtimes.back()->set_init_async_result(ncclInProgress);  // NCCL waits for rank 2 forever
+  }
+  std::vector<absl::Status> results(kWorld);
+  RunRanks({0, 1}, [&](int rank) {
+    results[rank] =
+        CreateNcclCollective(store_, "job/1/", rank, kWorld, rank, Options(runtimes[rank]))
+            .status();
+  });
+  for (int r : {0, 1}) {
+    EXPECT_EQ(results[r].code(), absl::StatusCode::kDeadlineExceeded) << results[r];
+    // Rank 2 is always named. The fake clock makes the deadline pass within milliseconds, so a
+    // peer thread that had not yet published its start may be listed as well.
+    EXPECT_THAT(std::string(results[r].message()),
+                ContainsRegex("never started communicator init: ([01],)*2\\)"));
+    EXPECT_EQ(runtimes[r]->abort_calls(), 1);
+  }
+}
+
+// The real runtime on a machine without a GPU (CI): a clear FAILED_PRECONDITION, before any
+// rendezvous key is written.
+TEST(NcclCollectiveRealRuntimeTest, WithoutAGpuCreateSaysNoUsableGpu) {
+  if (DetectGpus().ok()) GTEST_SKIP() << "a GPU is present: nccl_suite_test covers the real runtime";
+  auto store = std::make_shared<InMemoryKeyValueStore>();
+  auto c = CreateNcclCollective(store, "job/real/", 0, 1, 0);
+  ASSERT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition) << c.status();
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("no usable GPU: "));
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("cudaSetDevice(device)"));
+  EXPECT_TRUE(store->Keys().empty());
+}
+
+}  // namespace
+}  // namespace gpu
+}  // namespace ringleader

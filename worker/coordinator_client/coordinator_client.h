@@ -1,0 +1,45 @@
+// The worker side's view of the coordinator's WorkerService: one method per RPC, proto request in,
+// StatusOr<proto response> out. The worker daemon and the rank process talk to the coordinator only
+// through this interface, so tests drive them with a gMock implementation (or an in-process fake)
+// and only `GrpcCoordinatorClient` (grpc_coordinator_client.h) links grpc++.
+//
+// Errors are the coordinator's, as documented per RPC in proto/ringleader.proto, plus what the
+// transport adds: UNAVAILABLE (coordinator unreachable; implementations may already have retried
+// idempotent calls), DEADLINE_EXCEEDED (the call's own deadline passed), CANCELLED (CancelAll()).
+#ifndef RINGLEADER_WORKER_COORDINATOR_CLIENT_COORDINATOR_CLIENT_H_
+#define RINGLEADER_WORKER_COORDINATOR_CLIENT_COORDINATOR_CLIENT_H_
+
+#include "absl/status/statusor.h"
+#include "proto/ringleader.pb.h"
+
+namespace ringleader {
+
+// Thread-safe: every method may be called from any thread, concurrently. Owned by whoever creates
+// it (the daemon's or the rank process's main()); must outlive its users.
+class CoordinatorClient {
+ public:
+  virtual ~CoordinatorClient() = default;
+
+  virtual absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
+      const v1::RegisterWorkerRequest& request) = 0;
+  virtual absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request) = 0;
+  // Long poll: blocks for up to request.wait_timeout_ms on the coordinator.
+  virtual absl::StatusOr<v1::WaitAssignmentResponse> WaitAssignment(
+      const v1::WaitAssignmentRequest& request) = 0;
+  virtual absl::StatusOr<v1::JoinJobResponse> JoinJob(const v1::JoinJobRequest& request) = 0;
+  virtual absl::StatusOr<v1::KvSetResponse> KvSet(const v1::KvSetRequest& request) = 0;
+  // Long poll: blocks for up to request.wait_timeout_ms on the coordinator.
+  virtual absl::StatusOr<v1::KvGetResponse> KvGet(const v1::KvGetRequest& request) = 0;
+  virtual absl::StatusOr<v1::ReportProgressResponse> ReportProgress(
+      const v1::ReportProgressRequest& request) = 0;
+  virtual absl::StatusOr<v1::FinishRankResponse> FinishRank(
+      const v1::FinishRankRequest& request) = 0;
+
+  // Makes every in-flight call (long polls included) and every later call fail promptly with
+  // CANCELLED. Used for shutdown, so a daemon never waits out a long poll. Idempotent.
+  virtual void CancelAll() = 0;
+};
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_WORKER_COORDINATOR_CLIENT_COORDINATOR_CLIENT_H_

@@ -1,0 +1,54 @@
+#include "worker/coordinator_client/coordinator_key_value_store.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace ringleader {
+
+CoordinatorKeyValueStore::CoordinatorKeyValueStore(CoordinatorClient* client, std::string job_id,
+                                                   uint64_t generation,
+                                                   CoordinatorKeyValueStoreOptions options)
+    : client_(client),
+      job_id_(std::move(job_id)),
+      generation_(generation),
+      options_(options),
+      clock_(options.clock ? options.clock : Clock::Real()) {}
+
+absl::Status CoordinatorKeyValueStore::Set(const std::string& key, const std::string& value) {
+  v1::KvSetRequest request;
+  request.set_job_id(job_id_);
+  request.set_generation(generation_);
+  request.set_key(key);
+  request.set_value(value);
+  return client_->KvSet(request).status();
+}
+
+absl::StatusOr<std::string> CoordinatorKeyValueStore::Get(const std::string& key,
+                                                          absl::Duration timeout) {
+  const absl::Time deadline = clock_->Now() + timeout;
+  v1::KvGetRequest request;
+  request.set_job_id(job_id_);
+  request.set_generation(generation_);
+  request.set_key(key);
+  while (true) {
+    const absl::Duration left = deadline - clock_->Now();
+    if (left <= absl::ZeroDuration()) break;
+    // At least 1 ms: a 0 ms wait could be read as "use the server's default".
+    const int64_t wait_ms =
+        std::max<int64_t>(1, absl::ToInt64Milliseconds(std::min(left, options_.poll_interval)));
+    request.set_wait_timeout_ms(static_cast<uint32_t>(wait_ms));
+    absl::StatusOr<v1::KvGetResponse> response = client_->KvGet(request);
+    if (response.ok()) return std::string(response->value());
+    // DEADLINE_EXCEEDED from KvGet means "not there yet": poll again until our own deadline.
+    if (response.status().code() != absl::StatusCode::kDeadlineExceeded) {
+      return response.status();
+    }
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("key '", key, "' of job ", job_id_, " generation ", generation_,
+                   " did not appear within ", absl::FormatDuration(timeout)));
+}
+
+}  // namespace ringleader

@@ -1,0 +1,121 @@
+// Test helper: a CoordinatorClient for rank processes run in-process (training_loop tests): it
+// records what the ranks report and answers like the coordinator would.
+#ifndef RINGLEADER_WORKER_COORDINATOR_CLIENT_FAKE_COORDINATOR_H_
+#define RINGLEADER_WORKER_COORDINATOR_CLIENT_FAKE_COORDINATOR_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/ringleader.pb.h"
+#include "worker/coordinator_client/coordinator_client.h"
+
+namespace ringleader {
+
+// Records JoinJob / ReportProgress / FinishRank per rank; answers `stop` once a rank reported
+// step `stop_at_step`. Thread-safe.
+class FakeCoordinator : public CoordinatorClient {
+ public:
+  explicit FakeCoordinator(std::string fingerprint) : fingerprint_(std::move(fingerprint)) {}
+
+  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
+      const v1::RegisterWorkerRequest&) override {
+    return absl::UnimplementedError("not for ranks");
+  }
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest&) override {
+    return absl::UnimplementedError("not for ranks");
+  }
+  absl::StatusOr<v1::WaitAssignmentResponse> WaitAssignment(
+      const v1::WaitAssignmentRequest&) override {
+    return absl::UnimplementedError("not for ranks");
+  }
+  absl::StatusOr<v1::JoinJobResponse> JoinJob(const v1::JoinJobRequest& request) override {
+    absl::MutexLock lock(&mu_);
+    joins_[request.rank()] = request;
+    if (request.spec_fingerprint() != fingerprint_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", request.rank(), " joined with spec fingerprint ", request.spec_fingerprint()));
+    }
+    return v1::JoinJobResponse();
+  }
+  absl::StatusOr<v1::KvSetResponse> KvSet(const v1::KvSetRequest&) override {
+    return absl::UnimplementedError("the test's collectives use their own store");
+  }
+  absl::StatusOr<v1::KvGetResponse> KvGet(const v1::KvGetRequest&) override {
+    return absl::UnimplementedError("the test's collectives use their own store");
+  }
+  absl::StatusOr<v1::ReportProgressResponse> ReportProgress(
+      const v1::ReportProgressRequest& request) override {
+    absl::MutexLock lock(&mu_);
+    v1::ReportProgressResponse response;
+    for (const auto& step : request.steps()) {
+      steps_[request.rank()].push_back(step);
+      if (stop_at_step_ > 0 && step.step() >= stop_at_step_) {
+        response.set_stop(true);
+        response.set_stop_reason("cancelled by the test");
+      }
+    }
+    for (const auto& epoch : request.epochs()) epochs_[request.rank()].push_back(epoch);
+    if (request.steps().empty() && request.epochs().empty()) {
+      ++probes_;
+      if (over_after_probes_ > 0 && probes_ >= over_after_probes_) response.set_stop(true);
+    }
+    return response;
+  }
+  absl::StatusOr<v1::FinishRankResponse> FinishRank(const v1::FinishRankRequest& request) override {
+    absl::MutexLock lock(&mu_);
+    finishes_[request.rank()].push_back(request);
+    return v1::FinishRankResponse();
+  }
+  void CancelAll() override {}
+
+  void set_stop_at_step(uint64_t step) {
+    absl::MutexLock lock(&mu_);
+    stop_at_step_ = step;
+  }
+  // Empty ReportProgress calls answer stop from the n-th on (0 = never).
+  void set_over_after_probes(int n) {
+    absl::MutexLock lock(&mu_);
+    over_after_probes_ = n;
+  }
+  int probes() {
+    absl::MutexLock lock(&mu_);
+    return probes_;
+  }
+  std::vector<v1::StepReport> steps(uint32_t rank) {
+    absl::MutexLock lock(&mu_);
+    return steps_[rank];
+  }
+  std::vector<v1::EpochReport> epochs(uint32_t rank) {
+    absl::MutexLock lock(&mu_);
+    return epochs_[rank];
+  }
+  std::vector<v1::FinishRankRequest> finishes(uint32_t rank) {
+    absl::MutexLock lock(&mu_);
+    return finishes_[rank];
+  }
+  v1::JoinJobRequest join(uint32_t rank) {
+    absl::MutexLock lock(&mu_);
+    return joins_[rank];
+  }
+
+ private:
+  const std::string fingerprint_;
+  absl::Mutex mu_;
+  uint64_t stop_at_step_ ABSL_GUARDED_BY(mu_) = 0;
+  int over_after_probes_ ABSL_GUARDED_BY(mu_) = 0;
+  int probes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint32_t, v1::JoinJobRequest> joins_ ABSL_GUARDED_BY(mu_);
+  std::map<uint32_t, std::vector<v1::StepReport>> steps_ ABSL_GUARDED_BY(mu_);
+  std::map<uint32_t, std::vector<v1::EpochReport>> epochs_ ABSL_GUARDED_BY(mu_);
+  std::map<uint32_t, std::vector<v1::FinishRankRequest>> finishes_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_WORKER_COORDINATOR_CLIENT_FAKE_COORDINATOR_H_

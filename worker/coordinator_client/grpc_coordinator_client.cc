@@ -1,0 +1,147 @@
+// gRPC adapter of CoordinatorClient. All conversion and retry policy lives here; the daemon and
+// the rank process never see grpc types.
+#include "worker/coordinator_client/grpc_coordinator_client.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+
+namespace ringleader {
+
+absl::Status FromGrpcStatus(const grpc::Status& status, const char* rpc) {
+  if (status.ok()) return absl::OkStatus();
+  // grpc::StatusCode and absl::StatusCode share the canonical numbering (0..16).
+  const auto code = static_cast<absl::StatusCode>(static_cast<int>(status.error_code()));
+  return absl::Status(code, absl::StrCat(rpc, ": ", status.error_message()));
+}
+
+std::unique_ptr<GrpcCoordinatorClient> GrpcCoordinatorClient::Create(
+    const std::string& address, GrpcCoordinatorClientOptions options) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
+  grpc::ChannelArguments args;
+  // Long polls sit idle on the wire for seconds; keep the connection alive across them.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
+  return std::make_unique<GrpcCoordinatorClient>(
+      grpc::CreateCustomChannel(address, credentials, args), std::move(options));
+}
+
+GrpcCoordinatorClient::GrpcCoordinatorClient(std::shared_ptr<grpc::Channel> channel,
+                                             GrpcCoordinatorClientOptions options)
+    : options_(std::move(options)), stub_(v1::WorkerService::NewStub(std::move(channel))) {}
+
+GrpcCoordinatorClient::~GrpcCoordinatorClient() { CancelAll(); }
+
+void GrpcCoordinatorClient::CancelAll() {
+  if (!cancelled_.HasBeenNotified()) cancelled_.Notify();
+  absl::MutexLock lock(&mu_);
+  for (grpc::ClientContext* context : in_flight_) context->TryCancel();
+}
+
+absl::Duration GrpcCoordinatorClient::LongPollTimeout(uint32_t wait_timeout_ms) const {
+  return absl::Milliseconds(wait_timeout_ms) + options_.long_poll_margin;
+}
+
+absl::Duration GrpcCoordinatorClient::NextBackoff(absl::Duration current) const {
+  return std::min(current * options_.retry.multiplier, options_.retry.max_backoff);
+}
+
+void GrpcCoordinatorClient::BackoffWait(absl::Duration wait) {
+  if (options_.retry.jitter > 0) {
+    // Thread-compatible generator per call: retries are rare, construction cost does not matter.
+    absl::BitGen gen;
+    wait *= absl::Uniform(gen, 1.0 - options_.retry.jitter, 1.0 + options_.retry.jitter);
+  }
+  if (options_.backoff_wait) {
+    options_.backoff_wait(wait);
+  } else {
+    cancelled_.WaitForNotificationWithTimeout(wait);
+  }
+}
+
+template <typename Request, typename Response>
+grpc::Status GrpcCoordinatorClient::CallOnce(Method<Request, Response> method,
+                                             const Request& request, absl::Duration timeout,
+                                             Response* response) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
+  {
+    absl::MutexLock lock(&mu_);
+    // Checked under mu_: CancelAll notifies before it takes mu_, so a call registering after
+    // CancelAll's sweep sees the notification here.
+    if (cancelled_.HasBeenNotified()) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "client shut down");
+    }
+    in_flight_.insert(&context);
+  }
+  grpc::Status status = (stub_.get()->*method)(&context, request, response);
+  absl::MutexLock lock(&mu_);
+  in_flight_.erase(&context);
+  return status;
+}
+
+template <typename Request, typename Response>
+absl::StatusOr<Response> GrpcCoordinatorClient::Call(const char* rpc,
+                                                     Method<Request, Response> method,
+                                                     const Request& request, absl::Duration timeout,
+                                                     bool idempotent) {
+  const int attempts = idempotent ? std::max(1, options_.retry.max_attempts) : 1;
+  absl::Duration backoff = options_.retry.initial_backoff;
+  grpc::Status status;
+  for (int attempt = 1;; ++attempt) {
+    Response response;
+    status = CallOnce(method, request, timeout, &response);
+    if (status.ok()) return response;
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE || attempt >= attempts ||
+        cancelled_.HasBeenNotified()) {
+      break;
+    }
+    BackoffWait(backoff);
+    backoff = NextBackoff(backoff);
+  }
+  return FromGrpcStatus(status, rpc);
+}
+
+absl::StatusOr<v1::RegisterWorkerResponse> GrpcCoordinatorClient::RegisterWorker(
+    const v1::RegisterWorkerRequest& request) {
+  return Call("RegisterWorker", &Stub::RegisterWorker, request, options_.call_timeout, true);
+}
+
+absl::StatusOr<v1::HeartbeatResponse> GrpcCoordinatorClient::Heartbeat(
+    const v1::HeartbeatRequest& request) {
+  return Call("Heartbeat", &Stub::Heartbeat, request, options_.call_timeout, true);
+}
+
+absl::StatusOr<v1::WaitAssignmentResponse> GrpcCoordinatorClient::WaitAssignment(
+    const v1::WaitAssignmentRequest& request) {
+  return Call("WaitAssignment", &Stub::WaitAssignment, request,
+              LongPollTimeout(request.wait_timeout_ms()), true);
+}
+
+absl::StatusOr<v1::JoinJobResponse> GrpcCoordinatorClient::JoinJob(
+    const v1::JoinJobRequest& request) {
+  return Call("JoinJob", &Stub::JoinJob, request, options_.call_timeout, true);
+}
+
+absl::StatusOr<v1::KvSetResponse> GrpcCoordinatorClient::KvSet(const v1::KvSetRequest& request) {
+  return Call("KvSet", &Stub::KvSet, request, options_.call_timeout, true);
+}
+
+absl::StatusOr<v1::KvGetResponse> GrpcCoordinatorClient::KvGet(const v1::KvGetRequest& request) {
+  return Call("KvGet", &Stub::KvGet, request, LongPollTimeout(request.wait_timeout_ms()), true);
+}
+
+absl::StatusOr<v1::ReportProgressResponse> GrpcCoordinatorClient::ReportProgress(
+    const v1::ReportProgressRequest& request) {
+  return Call("ReportProgress", &Stub::ReportProgress, request, options_.call_timeout, false);
+}
+
+absl::StatusOr<v1::FinishRankResponse> GrpcCoordinatorClient::FinishRank(
+    const v1::FinishRankRequest& request) {
+  return Call("FinishRank", &Stub::FinishRank, request, options_.call_timeout, true);
+}
+
+}  // namespace ringleader

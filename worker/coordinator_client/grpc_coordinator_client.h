@@ -1,0 +1,129 @@
+// `CoordinatorClient` over gRPC: the only worker-side code that links grpc++.
+//
+// Deadlines: every call gets one. Non-blocking RPCs get `call_timeout`; the long polls
+// (WaitAssignment, KvGet) get their request's wait_timeout_ms plus `long_poll_margin`, so the
+// coordinator always answers before the transport gives up.
+//
+// Retries: a call that fails with UNAVAILABLE (the coordinator unreachable or restarting) is
+// retried with capped exponential backoff ONLY when repeating it cannot change the outcome:
+//
+//   retried (idempotent)      why repeating is harmless
+//   RegisterWorker            same name + incarnation: the repeat replaces the first registration
+//                             before the worker has any attempt
+//   Heartbeat                 renews a lease
+//   WaitAssignment            a poll; an assignment not delivered stays pending for the worker
+//   JoinJob                   asserts "rank r joined with fingerprint f" again
+//   KvSet / KvGet             overwrite the same value / read
+//   FinishRank                the coordinator keeps the first report of a rank
+//   NOT retried               why
+//   ReportProgress            a repeat would record the same steps twice; the rank sends the
+//                             next batch anyway
+//
+// Every other code is returned at once. Status conversion (grpc::Status → absl::Status, same
+// code, message prefixed with the RPC name) happens in one place, FromGrpcStatus.
+//
+// Thread-safety: thread-safe; calls may run concurrently. CancelAll() interrupts in-flight calls
+// and backoff waits.
+#ifndef RINGLEADER_WORKER_COORDINATOR_CLIENT_GRPC_COORDINATOR_CLIENT_H_
+#define RINGLEADER_WORKER_COORDINATOR_CLIENT_GRPC_COORDINATOR_CLIENT_H_
+
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/ringleader.grpc.pb.h"
+#include "worker/coordinator_client/coordinator_client.h"
+
+namespace ringleader {
+
+// Capped exponential backoff for idempotent calls that failed with UNAVAILABLE.
+struct RetryOptions {
+  // Attempts in total, the first included (1 = never retry).
+  int max_attempts = 8;
+  // Wait before the second attempt; each later wait is `multiplier` times longer ...
+  absl::Duration initial_backoff = absl::Milliseconds(100);
+  double multiplier = 2.0;
+  // ... but never longer than this.
+  absl::Duration max_backoff = absl::Seconds(2);
+  // Each wait is scaled by a random factor in [1 - jitter, 1 + jitter] so that many workers
+  // do not retry in lockstep (0 = exact waits).
+  double jitter = 0.2;
+};
+
+struct GrpcCoordinatorClientOptions {
+  // Channel credentials; nullptr = insecure (plaintext) channel.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // Deadline of every non-blocking RPC.
+  absl::Duration call_timeout = absl::Seconds(10);
+  // Added to a long poll's wait_timeout_ms to form its deadline.
+  absl::Duration long_poll_margin = absl::Seconds(5);
+  RetryOptions retry;
+  // Performs one backoff wait. nullptr = wait in real time, cut short by CancelAll(). Tests
+  // inject a recorder so they never sleep.
+  std::function<void(absl::Duration)> backoff_wait;
+};
+
+// grpc::Status → absl::Status with the same code; the message is prefixed with `rpc` ("KvGet:
+// ...") so logs say which call failed.
+absl::Status FromGrpcStatus(const grpc::Status& status, const char* rpc);
+
+class GrpcCoordinatorClient : public CoordinatorClient {
+ public:
+  // Builds a channel to `address` ("host:port"). Never fails: connection errors surface as
+  // UNAVAILABLE on the first calls.
+  static std::unique_ptr<GrpcCoordinatorClient> Create(const std::string& address,
+                                                       GrpcCoordinatorClientOptions options = {});
+  // Over an existing channel (tests use an in-process channel).
+  GrpcCoordinatorClient(std::shared_ptr<grpc::Channel> channel,
+                        GrpcCoordinatorClientOptions options);
+  ~GrpcCoordinatorClient() override;
+
+  absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
+      const v1::RegisterWorkerRequest& request) override;
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request) override;
+  absl::StatusOr<v1::WaitAssignmentResponse> WaitAssignment(
+      const v1::WaitAssignmentRequest& request) override;
+  absl::StatusOr<v1::JoinJobResponse> JoinJob(const v1::JoinJobRequest& request) override;
+  absl::StatusOr<v1::KvSetResponse> KvSet(const v1::KvSetRequest& request) override;
+  absl::StatusOr<v1::KvGetResponse> KvGet(const v1::KvGetRequest& request) override;
+  absl::StatusOr<v1::ReportProgressResponse> ReportProgress(
+      const v1::ReportProgressRequest& request) override;
+  absl::StatusOr<v1::FinishRankResponse> FinishRank(
+      const v1::FinishRankRequest& request) override;
+  void CancelAll() override;
+
+ private:
+  using Stub = v1::WorkerService::Stub;
+  template <typename Request, typename Response>
+  using Method = grpc::Status (Stub::*)(grpc::ClientContext*, const Request&, Response*);
+
+  // Runs `method` with `timeout`, retrying UNAVAILABLE when `idempotent`.
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Call(const char* rpc, Method<Request, Response> method,
+                                const Request& request, absl::Duration timeout, bool idempotent);
+  // One attempt; registers the context so CancelAll() can reach it.
+  template <typename Request, typename Response>
+  grpc::Status CallOnce(Method<Request, Response> method, const Request& request,
+                        absl::Duration timeout, Response* response);
+  absl::Duration LongPollTimeout(uint32_t wait_timeout_ms) const;
+  absl::Duration NextBackoff(absl::Duration current) const;
+  void BackoffWait(absl::Duration wait);
+
+  const GrpcCoordinatorClientOptions options_;
+  const std::unique_ptr<Stub> stub_;
+  absl::Notification cancelled_;
+  absl::Mutex mu_;
+  std::set<grpc::ClientContext*> in_flight_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_WORKER_COORDINATOR_CLIENT_GRPC_COORDINATOR_CLIENT_H_

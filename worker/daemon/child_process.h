@@ -1,0 +1,93 @@
+// A supervised child process: the worker daemon runs every rank of a job attempt in one, so a
+// crash inside a collective library (gloo may std::terminate from its own I/O thread) or an
+// injected abort() never takes the daemon down.
+//
+// The child runs in its own process group (so a termination reaches any grandchildren too), dies
+// with SIGKILL if the thread that started it exits (PR_SET_PDEATHSIG: a killed daemon leaves no
+// orphaned ranks behind), and has stdout and stderr redirected to a log file.
+//
+//   Start ──> RUNNING ──exits / killed──────────────────────────────> EXITED (Wait returns)
+//                │
+//                └─Terminate(grace): SIGTERM to the group ──exits──> EXITED
+//                                        └─still running after grace: SIGKILL ──> EXITED
+//
+// Thread-safety: Wait() from one thread; Terminate() and accessors from any thread. The pid is
+// never signalled after it was reaped (kills and the reap are serialised on one mutex), so a
+// recycled pid is never hit. The destructor kills a child that is still running and reaps it.
+#ifndef RINGLEADER_WORKER_DAEMON_CHILD_PROCESS_H_
+#define RINGLEADER_WORKER_DAEMON_CHILD_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+
+namespace ringleader {
+
+// How a child process ended.
+struct ExitInfo {
+  bool signaled = false;  // killed by a signal (then `signal` is set), else exited
+  int signal = 0;
+  int exit_code = 0;
+
+  bool success() const { return !signaled && exit_code == 0; }
+  // "exited with code 3", "killed by signal 6 (SIGABRT)".
+  std::string Describe() const;
+};
+
+// "SIGABRT" for 6, "SIGKILL" for 9, ...; "signal N" for unknown numbers.
+std::string SignalName(int signal);
+
+class ChildProcess {
+ public:
+  // Forks and execs argv[0] (a path) with `argv`; stdout and stderr go to `log_path` (created or
+  // truncated). Errors: INVALID_ARGUMENT (empty argv), NOT_FOUND (argv[0] is not an executable
+  // file), INTERNAL (fork failed). A child whose exec fails exits with code 127.
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> Start(const std::vector<std::string>& argv,
+                                                             const std::string& log_path);
+  ~ChildProcess();
+
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+
+  // Blocks until the child has exited, reaps it and returns how it ended. Repeated calls return
+  // the same result.
+  ExitInfo Wait();
+
+  // True once the child has exited (reaped or not). Never blocks, never reaps.
+  bool HasExited() const;
+
+  // Sends SIGTERM to the child's process group now and SIGKILL after `grace` if it is still
+  // running. Non-blocking; idempotent (the first call's grace counts). No-op once exited.
+  void Terminate(absl::Duration grace);
+
+  // True once Terminate() was called.
+  bool terminate_requested() const;
+
+ private:
+  explicit ChildProcess(pid_t pid) : pid_(pid) {}
+  void KillGroupLocked(int signal) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const pid_t pid_;
+  absl::Notification exited_;
+  mutable absl::Mutex mu_;
+  bool reaped_ ABSL_GUARDED_BY(mu_) = false;
+  ExitInfo exit_info_ ABSL_GUARDED_BY(mu_);
+  bool terminate_requested_ ABSL_GUARDED_BY(mu_) = false;
+  // Sends the SIGKILL after the grace period unless the child exits first.
+  std::thread killer_;
+};
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_WORKER_DAEMON_CHILD_PROCESS_H_

@@ -1,0 +1,360 @@
+#include "worker/daemon/daemon.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+
+namespace ringleader {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr char kAssignmentFile[] = "assignment.pb";
+constexpr char kLogFile[] = "rank.log";
+constexpr char kReportMarkerFile[] = "finish_reported";
+// How much of the child's log the failure report quotes.
+constexpr size_t kMaxQuotedOutput = 300;
+
+void Log(const std::string& line) { std::cerr << "[ringleader-worker] " << line << std::endl; }
+
+uint64_t RandomIncarnation() {
+  absl::BitGen gen;
+  return absl::Uniform<uint64_t>(gen) | 1;  // never 0, which means "pick one"
+}
+
+absl::Status ValidateOptions(const WorkerDaemonOptions& o) {
+  if (o.name.empty()) return absl::InvalidArgumentError("worker name: must not be empty");
+  if (o.host.empty()) return absl::InvalidArgumentError("worker host: must not be empty");
+  if (o.devices.empty()) return absl::InvalidArgumentError("worker devices: need at least one");
+  if (o.coordinator_address.empty()) {
+    return absl::InvalidArgumentError("coordinator address: must not be empty (--coordinator)");
+  }
+  if (o.work_dir.empty()) return absl::InvalidArgumentError("work dir: must not be empty");
+  if (o.rank_binary.empty()) {
+    return absl::InvalidArgumentError("rank binary: must not be empty (--rank_binary)");
+  }
+  if (o.wait_assignment_timeout <= absl::ZeroDuration() || o.kill_grace < absl::ZeroDuration() ||
+      o.retry_interval <= absl::ZeroDuration() ||
+      o.default_heartbeat_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "daemon timings: wait_assignment_timeout, retry_interval and "
+        "default_heartbeat_interval must be positive, kill_grace non-negative");
+  }
+  return absl::OkStatus();
+}
+
+// The last non-empty line of `path` (at most kMaxQuotedOutput characters), or "".
+std::string LastLineOf(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  const std::streamoff start = std::max<std::streamoff>(0, size - 4096);
+  in.seekg(start);
+  std::string tail((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  absl::string_view text = absl::StripTrailingAsciiWhitespace(tail);
+  const size_t newline = text.rfind('\n');
+  if (newline != absl::string_view::npos) text = text.substr(newline + 1);
+  return std::string(text.substr(0, kMaxQuotedOutput));
+}
+
+}  // namespace
+
+std::string AttemptDirName(const v1::Assignment& assignment) {
+  std::string job = assignment.job_id();
+  for (char& c : job) {
+    const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '.' || c == '_' || c == '-';
+    if (!keep) c = '_';
+  }
+  if (job.empty() || job[0] == '.') job.insert(0, "job");
+  return absl::StrCat(job, "-g", assignment.generation(), "-r", assignment.rank());
+}
+
+WorkerDaemon::WorkerDaemon(CoordinatorClient* client, WorkerDaemonOptions options)
+    : client_(client),
+      options_(std::move(options)),
+      incarnation_(options_.incarnation != 0 ? options_.incarnation : RandomIncarnation()),
+      heartbeat_interval_(options_.default_heartbeat_interval) {}
+
+WorkerDaemon::~WorkerDaemon() { Stop(); }
+
+std::string WorkerDaemon::worker_id() const {
+  absl::MutexLock lock(&mu_);
+  return worker_id_;
+}
+
+int WorkerDaemon::attempts_started() const {
+  absl::MutexLock lock(&mu_);
+  return attempts_started_;
+}
+
+WorkerDaemon::Lease WorkerDaemon::lease() const {
+  absl::MutexLock lock(&mu_);
+  return Lease{worker_id_, lease_epoch_};
+}
+
+absl::Duration WorkerDaemon::heartbeat_interval() const {
+  absl::MutexLock lock(&mu_);
+  return heartbeat_interval_;
+}
+
+void WorkerDaemon::Stop() {
+  bool child_running = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    if (child_ != nullptr) {
+      child_running = true;
+      child_->Terminate(options_.kill_grace);
+    }
+  }
+  stop_.Notify();
+  // With a child running, Run() still reports its end before leaving (and cancels then);
+  // otherwise Run() is most likely inside a long poll that must be cut short now.
+  if (!child_running) client_->CancelAll();
+}
+
+bool WorkerDaemon::Register(uint64_t stale_epoch) {
+  absl::MutexLock registration(&register_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    // Another thread registered meanwhile. (Comparing ids would not do: registering again
+    // with the same incarnation gives the same id, and a late second registration would kill
+    // the rank the renewed lease already runs.)
+    if (lease_epoch_ != stale_epoch) return true;
+  }
+  v1::RegisterWorkerRequest request;
+  request.set_name(options_.name);
+  request.set_host(options_.host);
+  request.set_incarnation(incarnation_);
+  for (const v1::Device& device : options_.devices) *request.add_devices() = device;
+  absl::StatusOr<v1::RegisterWorkerResponse> response = client_->RegisterWorker(request);
+  if (!response.ok()) {
+    if (!stop_.HasBeenNotified()) {
+      Log(absl::StrCat("registration failed: ", response.status().ToString()));
+    }
+    return false;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    worker_id_ = response->worker_id();
+    ++lease_epoch_;
+    heartbeat_interval_ = response->heartbeat_interval_ms() > 0
+                              ? absl::Milliseconds(response->heartbeat_interval_ms())
+                              : options_.default_heartbeat_interval;
+    heartbeat_timeout_ = absl::Milliseconds(response->heartbeat_timeout_ms());
+  }
+  Log(absl::StrCat(stale_epoch == 0 ? "registered" : "registered again", " as ",
+                   response->worker_id(), " (name ", options_.name, ", incarnation ", incarnation_,
+                   ")"));
+  // A lost lease means the coordinator already failed whatever this worker was running.
+  if (stale_epoch != 0) AbandonChildOfLostLease(stale_epoch);
+  return true;
+}
+
+void WorkerDaemon::HeartbeatLoop() {
+  {
+    // The interval comes with the first registration: wait for it rather than guess.
+    absl::MutexLock lock(&mu_);
+    auto registered_or_stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !worker_id_.empty() || stopping_;
+    };
+    mu_.Await(absl::Condition(&registered_or_stopping));
+  }
+  bool failing = false;  // log only the first failure of a streak
+  while (!stop_.WaitForNotificationWithTimeout(heartbeat_interval())) {
+    const Lease current = lease();
+    if (current.worker_id.empty()) continue;
+    v1::HeartbeatRequest request;
+    request.set_worker_id(current.worker_id);
+    request.set_incarnation(incarnation_);
+    absl::StatusOr<v1::HeartbeatResponse> response = client_->Heartbeat(request);
+    if (stop_.HasBeenNotified()) return;
+    if (!response.ok()) {
+      if (response.status().code() == absl::StatusCode::kNotFound) {
+        Log(absl::StrCat("heartbeat: ", response.status().ToString(), "; registering again"));
+        Register(current.epoch);
+      } else if (!failing) {
+        Log(absl::StrCat("heartbeat failed: ", response.status().ToString()));
+      }
+      failing = true;
+      continue;
+    }
+    failing = false;
+    for (const v1::JobAttempt& attempt : response->abort()) {
+      TerminateChild(&attempt, "the coordinator aborted the attempt");
+    }
+  }
+}
+
+void WorkerDaemon::TerminateChild(const v1::JobAttempt* attempt, const std::string& why) {
+  absl::MutexLock lock(&mu_);
+  if (child_ == nullptr) return;
+  if (attempt != nullptr &&
+      (attempt->job_id() != running_.job_id || attempt->generation() != running_.generation)) {
+    return;
+  }
+  if (!child_->terminate_requested()) {
+    Log(absl::StrCat("stopping rank ", running_.rank, " of job ", running_.job_id, ": ", why));
+  }
+  child_->Terminate(options_.kill_grace);
+}
+
+void WorkerDaemon::AbandonChildOfLostLease(uint64_t lost_epoch) {
+  absl::MutexLock lock(&mu_);
+  // A child started under the renewed lease (its old child ended and a new assignment came
+  // between the registration and here) belongs to the new lease: leave it running.
+  if (child_ == nullptr || running_lease_epoch_ > lost_epoch) return;
+  running_abandoned_ = true;
+  if (!child_->terminate_requested()) {
+    Log(absl::StrCat("stopping rank ", running_.rank, " of job ", running_.job_id,
+                     ": the worker's lease was lost (its attempt is over; not reporting it)"));
+  }
+  child_->Terminate(options_.kill_grace);
+}
+
+absl::Status WorkerDaemon::Run() {
+  if (absl::Status status = ValidateOptions(options_); !status.ok()) return status;
+  std::error_code error;
+  fs::create_directories(options_.work_dir, error);
+  if (error) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("work dir '", options_.work_dir, "' cannot be created: ", error.message()));
+  }
+  std::thread heartbeats(&WorkerDaemon::HeartbeatLoop, this);
+  while (!stop_.HasBeenNotified()) {
+    const Lease current = lease();
+    if (current.worker_id.empty()) {
+      if (!Register(0)) stop_.WaitForNotificationWithTimeout(options_.retry_interval);
+      continue;
+    }
+    v1::WaitAssignmentRequest request;
+    request.set_worker_id(current.worker_id);
+    request.set_incarnation(incarnation_);
+    request.set_wait_timeout_ms(
+        static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.wait_assignment_timeout)));
+    absl::StatusOr<v1::WaitAssignmentResponse> response = client_->WaitAssignment(request);
+    if (stop_.HasBeenNotified()) break;
+    if (!response.ok()) {
+      if (response.status().code() == absl::StatusCode::kNotFound) {
+        if (Register(current.epoch)) continue;
+      } else {
+        Log(absl::StrCat("waiting for an assignment failed: ", response.status().ToString()));
+      }
+      stop_.WaitForNotificationWithTimeout(options_.retry_interval);
+      continue;
+    }
+    if (response->has_assignment()) RunAttempt(response->assignment(), current.epoch);
+  }
+  client_->CancelAll();
+  heartbeats.join();
+  Log("stopped");
+  return absl::OkStatus();
+}
+
+void WorkerDaemon::RunAttempt(const v1::Assignment& assignment, uint64_t lease_epoch) {
+  const std::string what = absl::StrCat("rank ", assignment.rank(), " of job ", assignment.job_id(),
+                                        " (generation ", assignment.generation(), ")");
+  auto report_failure = [&](const std::string& error) {
+    v1::FinishRankRequest request;
+    request.set_job_id(assignment.job_id());
+    request.set_generation(assignment.generation());
+    request.set_rank(assignment.rank());
+    request.set_ok(false);
+    request.set_error(error);
+    absl::StatusOr<v1::FinishRankResponse> response = client_->FinishRank(request);
+    // FAILED_PRECONDITION (stale generation) is expected when the attempt was aborted.
+    if (!response.ok() && !stop_.HasBeenNotified()) {
+      Log(absl::StrCat("reporting the failure of ", what, ": ", response.status().ToString()));
+    }
+  };
+
+  const fs::path dir = fs::path(options_.work_dir) / AttemptDirName(assignment);
+  const fs::path assignment_file = dir / kAssignmentFile;
+  const fs::path marker = dir / kReportMarkerFile;
+  std::error_code error;
+  fs::create_directories(dir, error);
+  fs::remove(marker, error);  // a leftover from an earlier daemon using the same directory
+  {
+    std::ofstream out(assignment_file, std::ios::binary | std::ios::trunc);
+    if (!out || !assignment.SerializeToOstream(&out) || !out.flush()) {
+      report_failure(
+          absl::StrCat("worker ", options_.name, " could not write ", assignment_file.string()));
+      return;
+    }
+  }
+  std::vector<std::string> argv = {
+      options_.rank_binary,
+      absl::StrCat("--assignment=", assignment_file.string()),
+      absl::StrCat("--coordinator=", options_.coordinator_address),
+      absl::StrCat("--worker_id=", worker_id()),
+      absl::StrCat("--report_marker=", marker.string()),
+  };
+  if (options_.gpu >= 0) argv.push_back(absl::StrCat("--gpu=", options_.gpu));
+  {
+    // A rank whose collective failed because a peer vanished waits, before reporting, until
+    // the coordinator could have declared that peer's worker lost (heartbeat timeout plus one
+    // interval and some slack): the job's failure then names the culprit, not this victim. The
+    // wait ends early as soon as the coordinator says the attempt is over.
+    absl::MutexLock lock(&mu_);
+    if (heartbeat_timeout_ > absl::ZeroDuration()) {
+      argv.push_back(absl::StrCat(
+          "--victim_report_delay=",
+          absl::FormatDuration(heartbeat_timeout_ + heartbeat_interval_ + absl::Milliseconds(500))));
+    }
+  }
+  argv.insert(argv.end(), options_.rank_extra_args.begin(), options_.rank_extra_args.end());
+
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child =
+      ChildProcess::Start(argv, (dir / kLogFile).string());
+  if (!child.ok()) {
+    report_failure(absl::StrCat("worker ", options_.name,
+                                " could not start the rank process: ", child.status().message()));
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    child_ = child->get();
+    running_ = AttemptKey{assignment.job_id(), assignment.generation(), assignment.rank()};
+    running_lease_epoch_ = lease_epoch;
+    running_abandoned_ = false;
+    ++attempts_started_;
+    // The lease was lost while the child started: the attempt is over already.
+    if (lease_epoch_ != lease_epoch) running_abandoned_ = true;
+    if (stopping_ || running_abandoned_) child_->Terminate(options_.kill_grace);
+  }
+  Log(absl::StrCat("started ", what, " as pid ", (*child)->pid(), ", log ",
+                   (dir / kLogFile).string()));
+  const ExitInfo exit = (*child)->Wait();
+  const bool terminated = (*child)->terminate_requested();
+  bool abandoned = false;
+  {
+    absl::MutexLock lock(&mu_);
+    child_ = nullptr;
+    abandoned = running_abandoned_;
+  }
+  const bool reported = fs::exists(marker, error);
+  Log(absl::StrCat(what, " ", exit.Describe(), reported ? "" : " without reporting"));
+  if (reported) return;  // the rank spoke for itself; its report counts
+  if (abandoned) return;  // its lease was lost: see the file comment of daemon.h
+
+  std::string message = absl::StrCat("rank process ", exit.Describe());
+  if (exit.success()) absl::StrAppend(&message, " without reporting its result");
+  if (terminated) absl::StrAppend(&message, " after the worker was told to stop it");
+  const std::string last = LastLineOf(dir / kLogFile);
+  if (!last.empty()) absl::StrAppend(&message, "; last output: ", last);
+  report_failure(message);
+}
+
+}  // namespace ringleader

@@ -1,0 +1,169 @@
+// The worker daemon: one per device (CPU or GPU) of a host. It registers with the coordinator,
+// keeps its lease alive, waits for assignments and runs each one as a supervised child process
+// (the rank binary, `ringleader-rank`), reporting on the rank's behalf when that process dies
+// without reporting itself.
+//
+//   UNREGISTERED ──RegisterWorker ok──> IDLE ──WaitAssignment → assignment──> RUNNING (child)
+//        ^   └─error: retry after retry_interval      ^                  │
+//        │                                                      └──child exited───┘
+//        └── Heartbeat / WaitAssignment answer NOT_FOUND (lease lost): register again with the
+//            same incarnation; a running child of the lost lease is terminated and NOT
+//            reported: that coordinator failed its attempt already, or — restarted, with its
+//            jobs in memory — forgot it and may reuse its job id and generation for a new job,
+//            which a report would fail. The coordinator gives the same id back, so
+//            registrations are counted (the lease epoch): a NOT_FOUND to a call made under an
+//            epoch already renewed is ignored, and a child started under the renewed lease
+//            is left alone.
+//   any state ──Stop()──> STOPPED (child terminated, Run returns OK)
+//
+// While RUNNING, a heartbeat answer listing the running attempt in `abort` terminates the child:
+// SIGTERM, then SIGKILL after `kill_grace`. When the child exits abnormally (a signal, or an exit
+// without the report marker it writes after its own FinishRank) the daemon calls
+// FinishRank(ok=false, "rank process killed by signal 6 (SIGABRT); last output: ..."); the
+// coordinator keeps the first report of a rank, so a rank that reported itself wins. The daemon
+// never dies because a child did.
+//
+// Files: every attempt gets <work_dir>/<job>-g<generation>-r<rank>/ holding assignment.pb (the
+// binary Assignment proto the child reads), rank.log (the child's stdout+stderr) and
+// finish_reported (written by the child once its FinishRank went through).
+//
+// Rank command line: <rank_binary> --assignment=<file> --coordinator=<address>
+//   --worker_id=<id> --report_marker=<file> [--gpu=<index>] <rank_extra_args...>
+//
+// Thread-safety: Run() once, from one thread; Stop() and the accessors from any thread (Stop is
+// safe to call from a signal-watching thread). The client must outlive the daemon; destroy the
+// daemon only after Run() returned (or if it was never called).
+//
+// Time: the daemon reads no clock; its waits (heartbeat interval, registration retry, kill
+// grace) are timed waits on notifications, so Stop() cuts every one short.
+#ifndef RINGLEADER_WORKER_DAEMON_DAEMON_H_
+#define RINGLEADER_WORKER_DAEMON_DAEMON_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "proto/ringleader.pb.h"
+#include "worker/daemon/child_process.h"
+#include "worker/coordinator_client/coordinator_client.h"
+
+namespace ringleader {
+
+struct WorkerDaemonOptions {
+  // Registration name, stable across restarts (e.g. "node1-gpu0"). Required.
+  std::string name;
+  // Host name reported to the coordinator. Required.
+  std::string host;
+  // Devices this daemon drives (one CPU, or one GPU). At least one.
+  std::vector<v1::Device> devices;
+  // GPU index handed to the rank process as --gpu; -1 = CPU worker (no flag).
+  int gpu = -1;
+  // Tells this daemon start from an earlier one; 0 = pick a random one.
+  uint64_t incarnation = 0;
+  // Coordinator address ("host:port") handed to the rank process. Required.
+  std::string coordinator_address;
+  // Per-attempt directories are created below it (created if missing). Required.
+  std::string work_dir;
+  // Path of the rank binary. Required (main() defaults it to ringleader-rank next to itself).
+  std::string rank_binary;
+  // Appended to every rank command line (test hooks, extra logging flags).
+  std::vector<std::string> rank_extra_args;
+  // Long-poll length of WaitAssignment.
+  absl::Duration wait_assignment_timeout = absl::Seconds(10);
+  // SIGTERM → SIGKILL grace when a child must stop.
+  absl::Duration kill_grace = absl::Seconds(5);
+  // Wait after a failed RegisterWorker or an unexpected WaitAssignment error.
+  absl::Duration retry_interval = absl::Seconds(1);
+  // Heartbeat interval when the coordinator's answer leaves it 0.
+  absl::Duration default_heartbeat_interval = absl::Seconds(2);
+};
+
+// Which attempt a worker runs.
+struct AttemptKey {
+  std::string job_id;
+  uint64_t generation = 0;
+  uint32_t rank = 0;
+};
+
+class WorkerDaemon {
+ public:
+  // `client` is not owned.
+  WorkerDaemon(CoordinatorClient* client, WorkerDaemonOptions options);
+  ~WorkerDaemon();
+
+  WorkerDaemon(const WorkerDaemon&) = delete;
+  WorkerDaemon& operator=(const WorkerDaemon&) = delete;
+
+  // Runs until Stop(). Returns OK after Stop(); INVALID_ARGUMENT (naming the option) when the
+  // options are unusable, FAILED_PRECONDITION when the work directory cannot be created.
+  absl::Status Run();
+
+  // Asks Run() to return: terminates a running child (kill_grace applies), cancels pending
+  // RPCs. Idempotent; non-blocking.
+  void Stop();
+
+  // The id of the current registration ("" before the first one succeeded).
+  std::string worker_id() const;
+  uint64_t incarnation() const { return incarnation_; }
+  // Attempts whose child process was started so far.
+  int attempts_started() const;
+
+ private:
+  // The current registration: its id and how many registrations succeeded so far (0 = none).
+  struct Lease {
+    std::string worker_id;
+    uint64_t epoch = 0;
+  };
+  Lease lease() const;
+  // Registers (or registers again) when the current lease epoch is still `stale_epoch` (the one
+  // a call answered NOT_FOUND was made under; 0 = first registration); no-op if another thread
+  // renewed the lease since. Returns false when registration failed.
+  bool Register(uint64_t stale_epoch);
+  void HeartbeatLoop();
+  // Runs `assignment`, received under lease epoch `lease_epoch`, until its child exits.
+  void RunAttempt(const v1::Assignment& assignment, uint64_t lease_epoch);
+  // Terminates the running child if it belongs to `attempt` (any attempt if null).
+  void TerminateChild(const v1::JobAttempt* attempt, const std::string& why);
+  // Terminates the running child if its assignment came under lease epoch <= `lost_epoch`,
+  // and marks it abandoned (RunAttempt then reports nothing for it).
+  void AbandonChildOfLostLease(uint64_t lost_epoch);
+  absl::Duration heartbeat_interval() const;
+
+  CoordinatorClient* const client_;
+  const WorkerDaemonOptions options_;
+  const uint64_t incarnation_;
+  absl::Notification stop_;
+
+  // Serialises registrations (held across the RegisterWorker RPC; never taken under mu_).
+  absl::Mutex register_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  mutable absl::Mutex mu_;
+  std::string worker_id_ ABSL_GUARDED_BY(mu_);
+  uint64_t lease_epoch_ ABSL_GUARDED_BY(mu_) = 0;  // successful registrations
+  absl::Duration heartbeat_interval_ ABSL_GUARDED_BY(mu_);
+  // The coordinator's heartbeat timeout (zero until registered): sets how long a rank whose
+  // peer vanished waits for the peer's loss to be declared before reporting (see RankArgv).
+  absl::Duration heartbeat_timeout_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // The running child and its attempt; null when IDLE.
+  ChildProcess* child_ ABSL_GUARDED_BY(mu_) = nullptr;
+  AttemptKey running_ ABSL_GUARDED_BY(mu_);
+  // The lease epoch the running child's assignment came under, and whether that lease was
+  // lost since (the child is then terminated and not reported).
+  uint64_t running_lease_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  bool running_abandoned_ ABSL_GUARDED_BY(mu_) = false;
+  int attempts_started_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// The attempt directory name for `assignment`: "<job>-g<generation>-r<rank>", with characters
+// outside [A-Za-z0-9._-] of the job id replaced by '_'.
+std::string AttemptDirName(const v1::Assignment& assignment);
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_WORKER_DAEMON_DAEMON_H_

@@ -1,0 +1,137 @@
+// ringleader-worker: the worker daemon of one device. See worker/daemon.h.
+//
+//   ringleader-worker --coordinator=HOST:PORT [--name=NAME] [--gpu=N] [--work_dir=DIR]
+//                     [--rank_binary=PATH] [--kill_grace=5s] [--rank_args=a,b]
+//
+// SIGINT / SIGTERM: the running rank process (if any) is terminated, then the daemon exits 0.
+// Multi-host jobs: ranks bind their gloo listener to 127.0.0.1 unless told otherwise; pass the
+// host's cluster-facing address with --rank_args=--collective_host=ADDRESS.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "worker/daemon/daemon.h"
+#include "worker/coordinator_client/grpc_coordinator_client.h"
+#include "worker/daemon/worker_devices.h"
+
+ABSL_FLAG(std::string, coordinator, "", "Coordinator address, host:port (required).");
+ABSL_FLAG(std::string, name, "",
+          "Worker name; default <hostname>-cpu0, or <hostname>-gpuN with --gpu.");
+ABSL_FLAG(int, gpu, -1, "Drive GPU N (CUDA device index) instead of the CPU.");
+ABSL_FLAG(std::string, work_dir, "",
+          "Directory for per-attempt files (assignment, rank log); default "
+          "<temp dir>/ringleader-worker/<name>.");
+ABSL_FLAG(std::string, rank_binary, "",
+          "Path of the rank binary; default ringleader-rank next to this executable.");
+ABSL_FLAG(std::vector<std::string>, rank_args, {},
+          "Extra arguments appended to every rank command line (comma-separated).");
+ABSL_FLAG(absl::Duration, kill_grace, absl::Seconds(5),
+          "Grace between SIGTERM and SIGKILL when a rank process must stop.");
+ABSL_FLAG(absl::Duration, wait_timeout, absl::Seconds(10), "Long-poll length for assignments.");
+
+namespace ringleader {
+namespace {
+
+std::string HostName() {
+  char buffer[256] = {0};
+  if (gethostname(buffer, sizeof(buffer) - 1) != 0 || buffer[0] == '\0') return "localhost";
+  return buffer;
+}
+
+std::string DefaultRankBinary() {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return "ringleader-rank";
+  return (self.parent_path() / "ringleader-rank").string();
+}
+
+int Main(int argc, char** argv) {
+  // Block the shutdown signals before any thread exists, so every thread inherits the mask and
+  // only the watcher below receives them (with sigwait).
+  sigset_t shutdown_signals;
+  sigemptyset(&shutdown_signals);
+  sigaddset(&shutdown_signals, SIGINT);
+  sigaddset(&shutdown_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &shutdown_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  absl::SetProgramUsageMessage(
+      "Worker daemon: registers one device with the coordinator and runs the ranks assigned to "
+      "it.\nUsage: ringleader-worker --coordinator=HOST:PORT [--gpu=N] [--name=NAME]");
+  absl::ParseCommandLine(argc, argv);
+
+  WorkerDaemonOptions options;
+  options.coordinator_address = absl::GetFlag(FLAGS_coordinator);
+  if (options.coordinator_address.empty()) {
+    std::cerr << "ringleader-worker: --coordinator is required (e.g. "
+                 "--coordinator=coordinator-host:7070)\n";
+    return 2;
+  }
+  options.host = HostName();
+  options.gpu = absl::GetFlag(FLAGS_gpu);
+  absl::StatusOr<std::vector<v1::Device>> devices = WorkerDevices(options.gpu);
+  if (!devices.ok()) {
+    std::cerr << "ringleader-worker: " << devices.status().message() << "\n";
+    return 2;
+  }
+  options.devices = *devices;
+  options.name = absl::GetFlag(FLAGS_name);
+  if (options.name.empty()) {
+    options.name = options.gpu >= 0 ? absl::StrCat(options.host, "-gpu", options.gpu)
+                                    : absl::StrCat(options.host, "-cpu0");
+  }
+  options.work_dir = absl::GetFlag(FLAGS_work_dir);
+  if (options.work_dir.empty()) {
+    std::error_code error;
+    options.work_dir =
+        (std::filesystem::temp_directory_path(error) / "ringleader-worker" / options.name).string();
+  }
+  options.rank_binary = absl::GetFlag(FLAGS_rank_binary);
+  if (options.rank_binary.empty()) options.rank_binary = DefaultRankBinary();
+  options.rank_extra_args = absl::GetFlag(FLAGS_rank_args);
+  options.kill_grace = absl::GetFlag(FLAGS_kill_grace);
+  options.wait_assignment_timeout = absl::GetFlag(FLAGS_wait_timeout);
+
+  std::unique_ptr<GrpcCoordinatorClient> client =
+      GrpcCoordinatorClient::Create(options.coordinator_address);
+  WorkerDaemon daemon(client.get(), options);
+
+  // The only thread that receives SIGINT/SIGTERM (all others have them blocked).
+  std::atomic<bool> run_returned{false};
+  std::thread watcher([&daemon, &run_returned, shutdown_signals] {
+    int signal_number = 0;
+    sigwait(&shutdown_signals, &signal_number);
+    if (run_returned) return;  // woken by Main below, not by a real signal
+    std::cerr << "[ringleader-worker] " << SignalName(signal_number) << ": shutting down"
+              << std::endl;
+    daemon.Stop();
+  });
+
+  const absl::Status status = daemon.Run();
+  // Wake the watcher if no signal did, so it is joined before the daemon goes away.
+  run_returned = true;
+  pthread_kill(watcher.native_handle(), SIGTERM);
+  watcher.join();
+  if (!status.ok()) {
+    std::cerr << "ringleader-worker: " << status.message() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace ringleader
+
+int main(int argc, char** argv) { return ringleader::Main(argc, argv); }

@@ -1,0 +1,37 @@
+#include "worker/rank/collective_factory.h"
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "worker/coordinator_client/coordinator_key_value_store.h"
+#include "worker/rank/gpu/gpu_model_runner.h"
+
+namespace ringleader {
+
+CollectiveFactory MakeCollectiveFactory(CoordinatorClient* client, const GlooOptions& gloo) {
+  return [client, gloo](const v1::Assignment& a, const ComputePlacement& placement)
+             -> absl::StatusOr<std::unique_ptr<Collective>> {
+    auto store = std::make_shared<CoordinatorKeyValueStore>(client, a.job_id(), a.generation());
+    const std::string prefix = absl::StrCat(a.job_id(), "/", a.generation(), "/");
+    const absl::Duration collective_timeout = absl::Milliseconds(a.spec().collective_timeout_ms());
+    const int rank = static_cast<int>(a.rank());
+    const int world_size = static_cast<int>(a.world_size());
+    if (a.spec().backend() == "gloo") {
+      GlooOptions options = gloo;
+      options.collective_timeout = collective_timeout;
+      return CreateGlooCollective(store, prefix, rank, world_size, options);
+    }
+    if (a.spec().backend() == "nccl") {
+      RankNcclOptions nccl;
+      nccl.init_timeout = gloo.rendezvous_timeout;
+      nccl.collective_timeout = collective_timeout;
+      return CreateRankNcclCollective(store, prefix, rank, world_size, placement, nccl);
+    }
+    return absl::InvalidArgumentError(absl::StrCat("backend: unknown backend '", a.spec().backend(),
+                                                   "' (expected gloo or nccl)"));
+  };
+}
+
+}  // namespace ringleader

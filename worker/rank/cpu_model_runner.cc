@@ -1,0 +1,95 @@
+#include "worker/rank/cpu_model_runner.h"
+
+#include <utility>
+#include <vector>
+
+#include "worker/checkpoint/training_state.h"
+#include "worker/trainer/norm.h"
+
+namespace ringleader {
+namespace {
+
+class CpuModelRunner : public ModelRunner {
+ public:
+  CpuModelRunner(std::unique_ptr<Mlp> model, const SgdOptions& sgd)
+      : model_(std::move(model)), optimizer_(model_->parameters(), sgd) {}
+
+  std::string device_name() const override { return "cpu"; }
+  ComputePlacement placement() const override { return ComputePlacement(); }
+  TensorMemory* memory() override { return HostMemory(); }
+  const std::vector<ParameterInfo>& parameters() const override { return model_->parameters(); }
+  size_t parameter_count() const override { return model_->parameter_count(); }
+  std::vector<BufferInfo> buffers() override { return model_->buffers(); }
+
+  float* grad(size_t i) override { return model_->grad(i); }
+  std::vector<const float*> parameter_ptrs() override {
+    std::vector<const float*> out;
+    for (size_t i = 0; i < parameters().size(); ++i) out.push_back(model_->param(i));
+    return out;
+  }
+  void BindGradients(std::vector<float*> slots) override {
+    model_->BindGradients(std::move(slots));
+  }
+  absl::Status ZeroGradients() override {
+    model_->ZeroGradients();
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<double> ForwardBackward(const float* x, const int32_t* y, size_t batch,
+                                         const BackwardOptions& opts) override {
+    return model_->ForwardBackward(x, y, batch, opts);
+  }
+
+  void NoteLocalGradient(size_t i) override {
+    const double norm = L2Norm(model_->grad(i), parameters()[i].count);
+    local_squared_ += norm * norm;
+  }
+  absl::StatusOr<double> TakeLocalSquaredNorm() override {
+    const double sum = local_squared_;
+    local_squared_ = 0;
+    return sum;
+  }
+  absl::StatusOr<double> GradNorm(const std::vector<bool>& include) override {
+    std::vector<const float*> grads;
+    std::vector<size_t> counts;
+    for (size_t i = 0; i < parameters().size(); ++i) {
+      if (!include[i]) continue;
+      grads.push_back(model_->grad(i));
+      counts.push_back(parameters()[i].count);
+    }
+    return L2Norm(grads, counts);
+  }
+
+  absl::Status OptimizerStep(const std::vector<bool>& has_grad) override {
+    std::vector<float*> params;
+    std::vector<const float*> grads;
+    for (size_t i = 0; i < parameters().size(); ++i) {
+      params.push_back(model_->param(i));
+      grads.push_back(model_->grad(i));
+    }
+    optimizer_.Step(params, grads, has_grad);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Mlp::EvalResult> Evaluate(const Dataset& test, size_t batch) override {
+    return model_->Evaluate(test, batch);
+  }
+  absl::StatusOr<CheckpointData> CaptureState(uint64_t step, uint64_t epoch,
+                                              const std::string& fingerprint) override {
+    return CaptureTrainingState(model_.get(), optimizer_, step, epoch, fingerprint);
+  }
+
+ private:
+  std::unique_ptr<Mlp> model_;
+  SgdOptimizer optimizer_;
+  double local_squared_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<ModelRunner> CreateCpuModelRunner(std::unique_ptr<Mlp> model,
+                                                  const SgdOptions& sgd) {
+  return std::make_unique<CpuModelRunner>(std::move(model), sgd);
+}
+
+}  // namespace ringleader

@@ -1,0 +1,149 @@
+#include "worker/rank/gpu/gpu_model_runner.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/checkpoint/training_state.h"
+#include "common/gpu/cuda_status.h"
+#include "worker/sync/gpu/cuda_tensor_memory.h"
+#include "common/gpu/gpu_devices.h"
+#include "worker/trainer/gpu/gpu_mlp.h"
+#include "worker/trainer/gpu/gpu_mlp_kernels.h"
+#include "worker/trainer/gpu/gpu_sgd.h"
+
+namespace ringleader {
+namespace {
+
+class GpuModelRunner : public ModelRunner {
+ public:
+  GpuModelRunner(std::unique_ptr<Mlp> host, const SgdOptions& sgd,
+                 std::unique_ptr<gpu::GpuMlp> model)
+      : host_(std::move(host)),
+        sgd_(sgd),
+        model_(std::move(model)),
+        memory_(model_->device(), model_->stream()),
+        noted_(model_->parameters().size(), false) {}
+
+  absl::Status Init() {
+    ASSIGN_OR_RETURN(optimizer_, gpu::GpuSgdOptimizer::Create(model_->parameters(), sgd_,
+                                                              model_->device(), model_->stream()));
+    ASSIGN_OR_RETURN(norm_partials_,
+                     TensorBuffer<double>::Allocate(
+                         &memory_, model_->parameters().size() * gpu::kSquaredSumBlocks));
+    return absl::OkStatus();
+  }
+
+  std::string device_name() const override { return memory_.name(); }
+  ComputePlacement placement() const override {
+    ComputePlacement p;
+    p.gpu = model_->device();
+    p.compute_stream = model_->stream();
+    return p;
+  }
+  TensorMemory* memory() override { return &memory_; }
+  const std::vector<ParameterInfo>& parameters() const override { return model_->parameters(); }
+  size_t parameter_count() const override { return model_->parameter_count(); }
+  std::vector<BufferInfo> buffers() override { return {}; }  // GpuMlp::Create refuses them
+
+  float* grad(size_t i) override { return model_->grad(i); }
+  std::vector<const float*> parameter_ptrs() override {
+    const std::vector<float*> p = model_->param_ptrs();
+    return std::vector<const float*>(p.begin(), p.end());
+  }
+  void BindGradients(std::vector<float*> slots) override {
+    model_->BindGradients(std::move(slots));
+  }
+  absl::Status ZeroGradients() override { return model_->ZeroGradients(); }
+
+  absl::StatusOr<double> ForwardBackward(const float* x, const int32_t* y, size_t batch,
+                                         const BackwardOptions& opts) override {
+    return model_->ForwardBackward(x, y, batch, opts);
+  }
+
+  // Enqueued on the compute stream before the reducer's MarkReady can issue the collective that
+  // averages this gradient in place, so the kernel reads the local values.
+  void NoteLocalGradient(size_t i) override {
+    if (!norm_error_.ok()) return;
+    const cudaError_t launched = gpu::LaunchSquaredSumPartials(
+        model_->grad(i), parameters()[i].count, norm_partials_.data() + i * gpu::kSquaredSumBlocks,
+        model_->stream());
+    if (launched != cudaSuccess) {
+      norm_error_ = gpu::CudaStatus(launched, "LaunchSquaredSumPartials", __FILE__, __LINE__);
+    }
+    noted_[i] = true;
+  }
+  absl::StatusOr<double> TakeLocalSquaredNorm() override {
+    std::vector<bool> noted(parameters().size(), false);
+    noted.swap(noted_);
+    absl::Status error = std::move(norm_error_);
+    norm_error_ = absl::OkStatus();
+    RETURN_IF_ERROR(error);
+    if (std::none_of(noted.begin(), noted.end(), [](bool b) { return b; })) return 0.0;
+    std::vector<double> partials(norm_partials_.size());
+    RETURN_IF_ERROR(
+        memory_.CopyToHost(partials.data(), norm_partials_.data(), norm_partials_.bytes()));
+    double sum = 0;
+    for (size_t i = 0; i < noted.size(); ++i) {
+      if (!noted[i]) continue;
+      for (int k = 0; k < gpu::kSquaredSumBlocks; ++k) {
+        sum += partials[i * gpu::kSquaredSumBlocks + k];
+      }
+    }
+    return sum;
+  }
+  absl::StatusOr<double> GradNorm(const std::vector<bool>& include) override {
+    return model_->GradNorm(include);
+  }
+
+  absl::Status OptimizerStep(const std::vector<bool>& has_grad) override {
+    return optimizer_->Step(model_->param_ptrs(), model_->grad_ptrs(), has_grad);
+  }
+
+  absl::StatusOr<Mlp::EvalResult> Evaluate(const Dataset& test, size_t batch) override {
+    RETURN_IF_ERROR(model_->CopyParametersTo(*host_));
+    return host_->Evaluate(test, batch);
+  }
+  absl::StatusOr<CheckpointData> CaptureState(uint64_t step, uint64_t epoch,
+                                              const std::string& fingerprint) override {
+    RETURN_IF_ERROR(model_->CopyParametersTo(*host_));
+    ASSIGN_OR_RETURN(std::vector<std::vector<float>> momentum,
+                     optimizer_->CopyMomentumBuffersToHost());
+    SgdOptimizer host_optimizer(host_->parameters(), sgd_);
+    RETURN_IF_ERROR(host_optimizer.RestoreMomentumBuffers(std::move(momentum)));
+    host_optimizer.set_step_count(optimizer_->step_count());
+    return CaptureTrainingState(host_.get(), host_optimizer, step, epoch, fingerprint);
+  }
+
+ private:
+  std::unique_ptr<Mlp> host_;  // the initial model, then the host mirror
+  const SgdOptions sgd_;
+  // Declaration order = the reverse of destruction order: everything below model_ uses its
+  // stream, so it goes first.
+  std::unique_ptr<gpu::GpuMlp> model_;
+  gpu::CudaTensorMemory memory_;
+  std::unique_ptr<gpu::GpuSgdOptimizer> optimizer_;
+  TensorBuffer<double> norm_partials_;  // kSquaredSumBlocks per parameter
+  std::vector<bool> noted_;             // parameters noted since the last Take
+  absl::Status norm_error_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ModelRunner>> CreateGpuModelRunner(std::unique_ptr<Mlp> initial,
+                                                                  const SgdOptions& sgd,
+                                                                  const GpuRunnerOptions& options) {
+  RETURN_IF_ERROR(CheckUsableGpu(options.gpu));
+  gpu::GpuMlpOptions mlp;
+  mlp.device = options.gpu;
+  mlp.precision = options.bf16_mixed_precision ? gpu::Precision::kBf16 : gpu::Precision::kFp32;
+  ASSIGN_OR_RETURN(std::unique_ptr<gpu::GpuMlp> model, gpu::GpuMlp::Create(*initial, mlp));
+  auto runner = std::make_unique<GpuModelRunner>(std::move(initial), sgd, std::move(model));
+  RETURN_IF_ERROR(runner->Init());
+  return std::unique_ptr<ModelRunner>(std::move(runner));
+}
+
+}  // namespace ringleader

@@ -1,0 +1,323 @@
+// GPU suite for the rank's GPU path: the GPU model runner + reducer over CUDA memory + NCCL
+// against the CPU runner + reducer over host memory + gloo, step by step (one GPU: world size 1;
+// every GPU: data parallel), and whole nccl jobs through RunRank with a fake coordinator.
+// Every test starts with RL_SKIP_WITHOUT_GPU: without a GPU the suite skips with
+// "no GPU: <reason>". Run on a GPU node:
+//   bazel test --config=gpu //worker/rank/gpu:gpu_training_suite_test
+// Tolerances: worker/trainer/gpu_tolerances.h (docs/gpu.md explains them).
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/job_spec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/checkpoint/checkpoint.h"
+#include "worker/collective/gloo_collective.h"
+#include "worker/collective/in_memory_key_value_store.h"
+#include "worker/rank/cpu_model_runner.h"
+#include "worker/data/dataset.h"
+#include "worker/coordinator_client/fake_coordinator.h"
+#include "common/gpu/gpu_test_util.h"
+#include "worker/collective/gpu/nccl_collective.h"
+#include "worker/collective/rank_threads.h"
+#include "worker/trainer/gpu_tolerances.h"
+#include "worker/rank/gpu/gpu_model_runner.h"
+#include "worker/sync/reducer.h"
+#include "worker/rank/training_loop.h"
+
+namespace ringleader {
+namespace {
+
+using gpu::GpuCount;
+using gpu::kFp32ParamAtol;
+using gpu::kFp32Rtol;
+
+const std::vector<size_t> kLayers = {24, 32, 16, 5};
+constexpr size_t kBatch = 16;
+constexpr int kSteps = 4;
+
+SgdOptions Sgd() {
+  SgdOptions o;
+  o.lr = 0.05;
+  o.momentum = 0.9;
+  o.weight_decay = 5e-4;
+  return o;
+}
+
+struct StepFigures {
+  double loss = 0, local_norm = 0, synced_norm = 0;
+};
+
+// One training step the way training_loop.cc runs it.
+absl::StatusOr<StepFigures> Step(ModelRunner* runner, Reducer* reducer, const Dataset& data,
+                                 size_t first) {
+  reducer->ZeroGradients();
+  reducer->BeginMicroBatch(0);
+  BackwardOptions backward;
+  backward.on_ready = [&](size_t i) {
+    runner->NoteLocalGradient(i);
+    reducer->MarkReady(i);
+  };
+  StepFigures f;
+  absl::StatusOr<double> loss =
+      runner->ForwardBackward(data.example(first), &data.y[first], kBatch, backward);
+  if (!loss.ok()) return loss.status();
+  f.loss = *loss;
+  absl::StatusOr<double> local = runner->TakeLocalSquaredNorm();
+  if (!local.ok()) return local.status();
+  f.local_norm = std::sqrt(*local);
+  if (absl::Status s = reducer->FinishStep(nullptr); !s.ok()) return s;
+  const std::vector<bool> all(runner->parameters().size(), true);
+  absl::StatusOr<double> synced = runner->GradNorm(all);
+  if (!synced.ok()) return synced.status();
+  f.synced_norm = *synced;
+  if (absl::Status s = runner->OptimizerStep(all); !s.ok()) return s;
+  return f;
+}
+
+struct RankTrace {
+  std::string error;
+  std::vector<StepFigures> steps;
+  CheckpointData state;
+};
+
+// kSteps data-parallel steps of rank `rank` of `world` (shard: batch rank of each step).
+RankTrace Train(ModelRunner* runner, Collective* comm, int rank, int world, const Dataset& data) {
+  RankTrace t;
+  ReducerOptions o;
+  o.first_bucket_mb = 0.001;  // a few buckets, launched during backward
+  o.bucket_cap_mb = 0.004;
+  o.memory = runner->memory();
+  auto reducer = Reducer::Create(comm, runner->parameters(), o);
+  if (!reducer.ok()) {
+    t.error = reducer.status().ToString();
+    return t;
+  }
+  runner->BindGradients((*reducer)->gradient_slots());
+  for (int s = 0; s < kSteps; ++s) {
+    auto f = Step(runner, reducer->get(), data, (s * world + rank) * kBatch);
+    if (!f.ok()) {
+      t.error = f.status().ToString();
+      return t;
+    }
+    t.steps.push_back(*f);
+    if ((*reducer)->layout_changed()) runner->BindGradients((*reducer)->gradient_slots());
+  }
+  auto state = runner->CaptureState(kSteps, 0, "fp");
+  if (!state.ok()) t.error = state.status().ToString();
+  if (state.ok()) t.state = *state;
+  return t;
+}
+
+void ExpectRunnersAgree(int world) {
+  const Dataset data = MakeSyntheticDataset(kBatch * world * kSteps, kLayers[0], 5, 17);
+  std::vector<RankTrace> cpu(world), gpu(world);
+  GlooOptions gloo;
+  gloo.collective_timeout = absl::Seconds(30);
+  auto gloo_store = std::make_shared<InMemoryKeyValueStore>();
+  RunRanks(world, [&](int r) {
+    auto comm = CreateGlooCollective(gloo_store, "suite/cpu/", r, world, gloo);
+    if (!comm.ok()) {
+      cpu[r].error = comm.status().ToString();
+      return;
+    }
+    auto runner = CreateCpuModelRunner(std::make_unique<Mlp>(kLayers, 3), Sgd());
+    cpu[r] = Train(runner.get(), comm->get(), r, world, data);
+  });
+  auto store = std::make_shared<InMemoryKeyValueStore>();
+  RunRanks(
+      world,
+      [&](int r) {
+        GpuRunnerOptions g;
+        g.gpu = r;
+        auto runner = CreateGpuModelRunner(std::make_unique<Mlp>(kLayers, 3), Sgd(), g);
+        if (!runner.ok()) {
+          gpu[r].error = runner.status().ToString();
+          return;
+        }
+        gpu::NcclOptions nccl;
+        nccl.compute_stream = static_cast<cudaStream_t>((*runner)->placement().compute_stream);
+        auto comm = gpu::CreateNcclCollective(store, "suite/gpu/", r, world, r, nccl);
+        if (!comm.ok()) {
+          gpu[r].error = comm.status().ToString();
+          return;
+        }
+        gpu[r] = Train(runner->get(), comm->get(), r, world, data);
+      },
+      absl::Seconds(240));
+  for (int r = 0; r < world; ++r) {
+    ASSERT_EQ(cpu[r].error, "") << "cpu rank " << r;
+    ASSERT_EQ(gpu[r].error, "") << "gpu rank " << r;
+    ASSERT_EQ(gpu[r].steps.size(), static_cast<size_t>(kSteps));
+    for (int s = 0; s < kSteps; ++s) {
+      const StepFigures& c = cpu[r].steps[s];
+      const StepFigures& g = gpu[r].steps[s];
+      EXPECT_NEAR(g.loss, c.loss, kFp32Rtol * std::fabs(c.loss)) << "rank " << r << " step " << s;
+      EXPECT_NEAR(g.local_norm, c.local_norm, kFp32Rtol * c.local_norm) << "step " << s;
+      EXPECT_NEAR(g.synced_norm, c.synced_norm, kFp32Rtol * c.synced_norm) << "step " << s;
+      // Every GPU rank steps with the same all-reduced gradients, bit for bit.
+      EXPECT_EQ(g.synced_norm, gpu[0].steps[s].synced_norm) << "rank " << r << " step " << s;
+      if (world > 1) {
+        EXPECT_NE(g.local_norm, g.synced_norm) << "the gradients were averaged";
+      }
+    }
+    // Parameters and momentum buffers, through the checkpoint capture (a device-to-host copy).
+    ASSERT_EQ(gpu[r].state.tensors.size(), cpu[r].state.tensors.size());
+    for (size_t t = 0; t < cpu[r].state.tensors.size(); ++t) {
+      const CheckpointTensor& c = cpu[r].state.tensors[t];
+      const CheckpointTensor& g = gpu[r].state.tensors[t];
+      ASSERT_EQ(g.name, c.name);
+      ASSERT_EQ(g.data.size(), c.data.size());
+      double worst = 0;
+      for (size_t k = 0; k < c.data.size(); ++k) {
+        worst = std::max(worst, std::fabs(static_cast<double>(g.data[k]) - c.data[k]));
+      }
+      EXPECT_LE(worst, kFp32ParamAtol) << c.name << " on rank " << r;
+    }
+  }
+}
+
+TEST(GpuTrainingSuite, OneGpuRunnerStepsMatchTheCpuRunner) {
+  RL_SKIP_WITHOUT_GPU(1);
+  ExpectRunnersAgree(1);
+}
+
+TEST(GpuTrainingSuite, DataParallelRunnerStepsOnEveryGpuMatchTheCpuRunnersOverGloo) {
+  RL_SKIP_WITHOUT_GPU(2);
+  ExpectRunnersAgree(GpuCount());
+}
+
+v1::JobSpec SuiteSpec(const std::string& backend, int world) {
+  v1::JobSpec spec;
+  spec.set_name("suite");
+  spec.set_world_size(world);
+  spec.set_backend(backend);
+  for (uint32_t width : {16u, 32u, 4u}) spec.mutable_model()->add_layers(width);
+  spec.mutable_data()->set_dataset("synthetic");
+  spec.mutable_data()->set_max_train_examples(256 * world);
+  spec.mutable_data()->set_max_test_examples(256);
+  spec.set_epochs(2);
+  spec.set_batch_size(16);
+  spec.set_drift_interval_steps(5);
+  spec.set_collective_timeout_ms(30000);
+  spec.mutable_optimizer()->set_learning_rate(0.05);
+  spec.mutable_sync()->set_first_bucket_mb(0.001);
+  spec.mutable_sync()->set_bucket_cap_mb(0.002);
+  ApplyJobSpecDefaults(&spec);
+  return spec;
+}
+
+struct JobRun {
+  std::vector<RankRunResult> results;
+  std::unique_ptr<FakeCoordinator> coordinator;
+};
+
+// Every rank of `spec` as a thread through RunRank: gloo ranks on the CPU, nccl rank r on GPU r.
+JobRun RunJob(const v1::JobSpec& spec) {
+  JobRun run;
+  const int world = static_cast<int>(spec.world_size());
+  run.coordinator = std::make_unique<FakeCoordinator>(JobSpecFingerprint(spec));
+  run.results.resize(world);
+  auto store = std::make_shared<InMemoryKeyValueStore>();
+  RunRanks(
+      world,
+      [&](int r) {
+        v1::Assignment a;
+        a.set_job_id(absl::StrCat("suite-", spec.backend()));
+        a.set_generation(1);
+        a.set_rank(r);
+        a.set_world_size(world);
+        *a.mutable_spec() = spec;
+        TrainingLoopOptions options;
+        options.worker_id = absl::StrCat("w", r);
+        options.gpu = spec.backend() == "nccl" ? r : -1;
+        options.log = [](const std::string&) {};
+        options.make_collective =
+            [store](
+                const v1::Assignment& assignment,
+                const ComputePlacement& placement) -> absl::StatusOr<std::unique_ptr<Collective>> {
+          const std::string prefix = absl::StrCat(assignment.job_id(), "/1/");
+          const int rank = static_cast<int>(assignment.rank());
+          const int world = static_cast<int>(assignment.world_size());
+          if (assignment.spec().backend() == "gloo") {
+            GlooOptions gloo;
+            gloo.collective_timeout = absl::Seconds(30);
+            return CreateGlooCollective(store, prefix, rank, world, gloo);
+          }
+          gpu::NcclOptions nccl;
+          nccl.compute_stream = static_cast<cudaStream_t>(placement.compute_stream);
+          return gpu::CreateNcclCollective(store, prefix, rank, world, placement.gpu, nccl);
+        };
+        run.results[r] = RunRank(a, run.coordinator.get(), options);
+      },
+      absl::Seconds(300));
+  return run;
+}
+
+TEST(GpuTrainingSuite, NcclJobRunsEndToEndThroughRunRank) {
+  RL_SKIP_WITHOUT_GPU(1);
+  const int world = GpuCount();
+  for (const bool bf16 : {false, true}) {
+    v1::JobSpec spec = SuiteSpec("nccl", world);
+    spec.set_checkpoint_dir(
+        (std::filesystem::path(std::getenv("TEST_TMPDIR")) / (bf16 ? "bf16" : "fp32")).string());
+    if (bf16) {
+      spec.set_mixed_precision("bf16");
+      spec.mutable_sync()->set_comm_dtype("bf16");
+      spec.mutable_sync()->set_gradient_accumulation_steps(2);
+    }
+    const std::string what = bf16 ? "bf16" : "fp32";
+    JobRun nccl = RunJob(spec);
+    for (int r = 0; r < world; ++r) {
+      ASSERT_TRUE(nccl.results[r].status.ok())
+          << what << " rank " << r << ": " << nccl.results[r].status;
+      ASSERT_EQ(nccl.coordinator->finishes(r).size(), 1u);
+      EXPECT_TRUE(nccl.coordinator->finishes(r)[0].ok());
+    }
+    const auto s0 = nccl.coordinator->steps(0);
+    ASSERT_EQ(s0.size(), bf16 ? 16u : 32u) << what;  // 256 examples / 16 per batch x 2 epochs
+    for (int r = 1; r < world; ++r) {
+      const auto sr = nccl.coordinator->steps(r);
+      ASSERT_EQ(sr.size(), s0.size());
+      for (size_t i = 0; i < s0.size(); ++i) {
+        EXPECT_EQ(sr[i].synced_grad_norm(), s0[i].synced_grad_norm()) << what << " step " << i;
+        EXPECT_EQ(sr[i].collective_digest(), s0[i].collective_digest());
+      }
+    }
+    int drift_checks = 0;
+    for (const v1::StepReport& s : s0) {
+      if (!s.has_drift()) continue;
+      ++drift_checks;
+      EXPECT_EQ(s.drift(), 0.0) << what << " step " << s.step();
+    }
+    EXPECT_GT(drift_checks, 0);
+    EXPECT_LT(s0.back().loss(), s0.front().loss() * 0.8) << what;
+    const auto epochs = nccl.coordinator->epochs(0);
+    ASSERT_EQ(epochs.size(), 2u);
+    EXPECT_GT(epochs[1].test_accuracy(), 0.5) << what;  // 4 classes: chance is 0.25
+    auto checkpoint = ReadCheckpoint(nccl.coordinator->finishes(0)[0].checkpoint_path());
+    ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+    EXPECT_EQ(checkpoint->step, s0.size());
+    // The momentum buffers came back from the device (the spec's default momentum is 0.9).
+    EXPECT_NE(checkpoint->FindTensor("fc1.weight.momentum_buffer"), nullptr);
+    if (bf16) continue;
+    // The same job on CPU ranks over gloo: same first step (same weights, same shard).
+    JobRun gloo = RunJob(SuiteSpec("gloo", world));
+    ASSERT_TRUE(gloo.results[0].status.ok()) << gloo.results[0].status;
+    const auto c0 = gloo.coordinator->steps(0);
+    ASSERT_EQ(c0.size(), s0.size());
+    EXPECT_NEAR(s0[0].loss(), c0[0].loss(), kFp32Rtol * c0[0].loss());
+    EXPECT_NEAR(s0[0].synced_grad_norm(), c0[0].synced_grad_norm(),
+                kFp32Rtol * c0[0].synced_grad_norm());
+  }
+}
+
+}  // namespace
+}  // namespace ringleader

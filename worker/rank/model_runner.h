@@ -1,0 +1,92 @@
+// One rank's model and optimizer, wherever they compute: the seam that lets one training loop
+// (training_loop.h) drive the CPU trainer (Mlp + SgdOptimizer, cpu_model_runner.h) and the GPU
+// trainer (GpuMlp + GpuSgdOptimizer, gpu_model_runner.h) alike.
+//
+// Pointers a runner hands out (gradient slots, parameters) live in its memory(): host memory for
+// the CPU runner, device memory on the GPU runner's compute stream. The loop passes memory() to
+// the reducer and the drift check, and placement() to the collective factory, so the NCCL
+// collective orders itself after the runner's kernels.
+//
+// Per step the loop calls (see training_loop.cc):
+//
+//   BindGradients(reducer slots)                      once, and after a bucket rebuild
+//   per micro-batch: ForwardBackward(x, y, n, opts)   opts.on_ready(i): NoteLocalGradient(i),
+//                                                     then the reducer's MarkReady
+//   TakeLocalSquaredNorm()                            the noted gradients' sum of squares
+//   GradNorm(include)  OptimizerStep(has_grad)        after the reducer's FinishStep
+//   Evaluate / CaptureState                           at epoch end / job end
+//
+// Thread-safety: not thread-safe; the training thread owns a runner.
+#ifndef RINGLEADER_WORKER_RANK_MODEL_RUNNER_H_
+#define RINGLEADER_WORKER_RANK_MODEL_RUNNER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "worker/checkpoint/checkpoint.h"
+#include "worker/data/dataset.h"
+#include "worker/sync/tensor_memory.h"
+#include "worker/trainer/mlp.h"
+#include "worker/trainer/parameter.h"
+
+namespace ringleader {
+
+// Where a rank computes, as its collective needs to know.
+struct ComputePlacement {
+  int gpu = -1;                    // CUDA device ordinal; -1 = the CPU
+  void* compute_stream = nullptr;  // the runner's cudaStream_t (GPU only)
+};
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+
+  // "cpu", "cuda:0" (for logs).
+  virtual std::string device_name() const = 0;
+  virtual ComputePlacement placement() const = 0;
+  // Where parameters and gradients live. Owned by the runner.
+  virtual TensorMemory* memory() = 0;
+
+  virtual const std::vector<ParameterInfo>& parameters() const = 0;
+  virtual size_t parameter_count() const = 0;
+  // The model's buffers (empty on the GPU: GpuMlp has none).
+  virtual std::vector<BufferInfo> buffers() = 0;
+
+  // Parameter i's current gradient slot / parameters, in memory().
+  virtual float* grad(size_t i) = 0;
+  virtual std::vector<const float*> parameter_ptrs() = 0;
+  // Points gradient i at slots[i] (in memory()); Mlp::BindGradients' contract.
+  virtual void BindGradients(std::vector<float*> slots) = 0;
+  // Zeroes every current gradient slot.
+  virtual absl::Status ZeroGradients() = 0;
+
+  // Mlp::ForwardBackward (host inputs). Errors: INVALID_ARGUMENT like Mlp; device errors.
+  virtual absl::StatusOr<double> ForwardBackward(const float* x, const int32_t* y, size_t batch,
+                                                 const BackwardOptions& opts) = 0;
+
+  // Adds the squared L2 norm of gradient i as it is NOW to the local accumulator (call before
+  // the reducer may average that gradient in place; the GPU runner enqueues the reduction on its
+  // stream, ahead of the collective). Errors surface in TakeLocalSquaredNorm.
+  virtual void NoteLocalGradient(size_t i) = 0;
+  // The accumulated sum since the last call, then resets it.
+  virtual absl::StatusOr<double> TakeLocalSquaredNorm() = 0;
+  // The L2 norm of the concatenation of the gradients with include[i], in registration order.
+  virtual absl::StatusOr<double> GradNorm(const std::vector<bool>& include) = 0;
+
+  // One SGD step over the parameters with has_grad[i], using the current gradient slots.
+  virtual absl::Status OptimizerStep(const std::vector<bool>& has_grad) = 0;
+
+  // Loss and accuracy over `test` (the GPU runner copies its parameters to a host Mlp first).
+  virtual absl::StatusOr<Mlp::EvalResult> Evaluate(const Dataset& test, size_t batch) = 0;
+  // Parameters, momentum buffers and buffers as a checkpoint (training_state.h's names).
+  virtual absl::StatusOr<CheckpointData> CaptureState(uint64_t step, uint64_t epoch,
+                                                      const std::string& spec_fingerprint) = 0;
+};
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_WORKER_RANK_MODEL_RUNNER_H_

@@ -1,0 +1,116 @@
+// ringleader-rank: one rank of one job attempt, started by the worker daemon (see daemon.h for
+// the command line) and supervised by it. Reads the Assignment file, trains (training_loop.h),
+// reports FinishRank and, once the coordinator has its report, writes the report marker so the
+// daemon does not report for it again.
+//
+// Backends: gloo trains on the CPU; nccl trains on GPU --gpu (the daemon's --gpu; one daemon per
+// GPU) with the NCCL collective ordered after the trainer's compute stream. A rank that cannot
+// use its GPU reports FAILED_PRECONDITION "no usable GPU: ..." through FinishRank before any
+// rendezvous.
+//
+// Exit codes: 0 = the rank finished successfully; 1 = it failed (and said why in FinishRank,
+// if the coordinator was reachable); 2 = bad command line or unreadable assignment.
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "proto/ringleader.pb.h"
+#include "worker/collective/gloo_collective.h"
+#include "worker/coordinator_client/grpc_coordinator_client.h"
+#include "worker/rank/collective_factory.h"
+#include "worker/rank/training_loop.h"
+
+ABSL_FLAG(std::string, assignment, "", "Path of the binary Assignment proto (required).");
+ABSL_FLAG(std::string, coordinator, "", "Coordinator address, host:port (required).");
+ABSL_FLAG(std::string, worker_id, "", "Id of the worker running this rank (required).");
+ABSL_FLAG(std::string, report_marker, "",
+          "File written once the coordinator has this rank's FinishRank report.");
+ABSL_FLAG(int, gpu, -1, "GPU index for backend nccl (set by the daemon's --gpu).");
+ABSL_FLAG(std::string, collective_host, "127.0.0.1",
+          "Address this rank's gloo listener binds to and peers connect to; set it to the "
+          "host's cluster-facing address for multi-host jobs.");
+ABSL_FLAG(int, comm_threads, 2, "Communication threads of the gloo backend.");
+ABSL_FLAG(absl::Duration, rendezvous_timeout, absl::Seconds(120),
+          "How long the collective rendezvous (gloo) or communicator init (NCCL) may wait for "
+          "the other ranks.");
+ABSL_FLAG(absl::Duration, victim_report_delay, absl::Seconds(2),
+          "How long a rank whose collective failed because a peer vanished waits for the "
+          "coordinator to name that peer before reporting itself (the daemon sets it from the "
+          "coordinator's heartbeat timeout).");
+ABSL_FLAG(std::string, test_only_mutate_spec, "",
+          "TEST HOOK, never in real jobs: JOB_NAME:RANK makes that rank of jobs named JOB_NAME "
+          "double its learning rate before fingerprinting its spec.");
+
+namespace ringleader {
+namespace {
+
+// Whether --test_only_mutate_spec targets this rank of this job.
+bool MutateSpecHookApplies(const std::string& hook, const v1::Assignment& assignment) {
+  if (hook.empty()) return false;
+  const std::vector<std::string> parts = absl::StrSplit(hook, absl::MaxSplits(':', 1));
+  uint32_t rank = 0;
+  return parts.size() == 2 && parts[0] == assignment.spec().name() &&
+         absl::SimpleAtoi(parts[1], &rank) && rank == assignment.rank();
+}
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "One rank of a ringleader job attempt (started by ringleader-worker).");
+  absl::ParseCommandLine(argc, argv);
+  const std::string assignment_path = absl::GetFlag(FLAGS_assignment);
+  const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
+  if (assignment_path.empty() || coordinator.empty()) {
+    std::cerr << "ringleader-rank: --assignment and --coordinator are required\n";
+    return 2;
+  }
+  v1::Assignment assignment;
+  {
+    std::ifstream in(assignment_path, std::ios::binary);
+    if (!in || !assignment.ParseFromIstream(&in)) {
+      std::cerr << "ringleader-rank: cannot read the assignment file " << assignment_path << "\n";
+      return 2;
+    }
+  }
+
+  std::unique_ptr<GrpcCoordinatorClient> client = GrpcCoordinatorClient::Create(coordinator);
+  GlooOptions gloo;
+  gloo.hostname = absl::GetFlag(FLAGS_collective_host);
+  gloo.comm_threads = absl::GetFlag(FLAGS_comm_threads);
+  gloo.rendezvous_timeout = absl::GetFlag(FLAGS_rendezvous_timeout);
+
+  TrainingLoopOptions options;
+  options.worker_id = absl::GetFlag(FLAGS_worker_id);
+  options.victim_report_delay = absl::GetFlag(FLAGS_victim_report_delay);
+  // Tells the coordinator this process is alive even while it is blocked in a collective, so a
+  // frozen rank can be told from the peers waiting for it (see the coordinator's
+  // silent_rank_after).
+  options.reporting.keepalive_interval = absl::Seconds(1);
+  options.gpu = absl::GetFlag(FLAGS_gpu);
+  options.mutate_spec_for_test =
+      MutateSpecHookApplies(absl::GetFlag(FLAGS_test_only_mutate_spec), assignment);
+  options.make_collective = MakeCollectiveFactory(client.get(), gloo);
+
+  const RankRunResult result = RunRank(assignment, client.get(), options);
+  if (result.finish_reported) {
+    if (const std::string marker = absl::GetFlag(FLAGS_report_marker); !marker.empty()) {
+      std::ofstream(marker) << (result.status.ok() ? "ok\n" : "failed\n");
+    }
+  }
+  if (!result.status.ok()) {
+    std::cerr << "[ringleader-rank] failed: " << result.status << std::endl;
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace ringleader
+
+int main(int argc, char** argv) { return ringleader::Main(argc, argv); }

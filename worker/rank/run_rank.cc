@@ -1,0 +1,67 @@
+// RunRank: one rank's training plus its FinishRank report (see training_loop.h).
+#include <algorithm>
+#include <iostream>
+#include <string>
+
+#include "absl/time/clock.h"
+#include "worker/rank/training_loop.h"
+
+namespace ringleader {
+namespace {
+
+// See TrainingLoopOptions::victim_report_delay.
+void GiveTheCulpritAHeadStart(const v1::Assignment& assignment, CoordinatorClient* client,
+                              const TrainingLoopOptions& options) {
+  const absl::Duration interval = std::max(options.victim_probe_interval, absl::Milliseconds(1));
+  v1::ReportProgressRequest probe;
+  probe.set_job_id(assignment.job_id());
+  probe.set_generation(assignment.generation());
+  probe.set_rank(assignment.rank());
+  for (absl::Duration waited; waited < options.victim_report_delay; waited += interval) {
+    absl::StatusOr<v1::ReportProgressResponse> answer = client->ReportProgress(probe);
+    // Over (someone reported first) or refused (stale): nothing left to wait for.
+    if (!answer.ok() && answer.status().code() != absl::StatusCode::kUnavailable) return;
+    if (answer.ok() && answer->stop()) return;
+    if (options.sleep) {
+      options.sleep(interval);
+    } else {
+      absl::SleepFor(interval);
+    }
+  }
+}
+
+bool LooksLikeAPeerFailure(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable ||
+         status.code() == absl::StatusCode::kDeadlineExceeded;
+}
+
+}  // namespace
+
+RankRunResult RunRank(const v1::Assignment& assignment, CoordinatorClient* client,
+                      const TrainingLoopOptions& options) {
+  RankRunResult result;
+  absl::StatusOr<TrainingOutcome> outcome = RunTraining(assignment, client, options);
+  result.status = outcome.status();
+  if (outcome.ok()) result.outcome = *outcome;
+  if (!outcome.ok() && LooksLikeAPeerFailure(outcome.status())) {
+    GiveTheCulpritAHeadStart(assignment, client, options);
+  }
+
+  v1::FinishRankRequest request;
+  request.set_job_id(assignment.job_id());
+  request.set_generation(assignment.generation());
+  request.set_rank(assignment.rank());
+  request.set_ok(outcome.ok());
+  if (!outcome.ok()) request.set_error(std::string(outcome.status().message()));
+  if (outcome.ok()) request.set_checkpoint_path(outcome->checkpoint_path);
+  absl::StatusOr<v1::FinishRankResponse> finished = client->FinishRank(request);
+  const absl::StatusCode code = finished.status().code();
+  result.finish_reported = finished.ok() || code == absl::StatusCode::kFailedPrecondition ||
+                           code == absl::StatusCode::kNotFound;
+  if (!finished.ok()) {
+    std::cerr << "[ringleader-rank] FinishRank: " << finished.status() << std::endl;
+  }
+  return result;
+}
+
+}  // namespace ringleader

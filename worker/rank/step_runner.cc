@@ -1,0 +1,138 @@
+#include "worker/rank/step_runner.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/sync/buffer_sync.h"
+#include "worker/sync/drift.h"
+#include "worker/trainer/mlp.h"
+
+namespace ringleader {
+namespace {
+
+double Milliseconds(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+
+}  // namespace
+
+StepRunner::StepRunner(const v1::JobSpec& spec, const ParameterPlan& plan, ModelRunner* runner,
+                       Collective* comm, Reducer* reducer, Clock* clock)
+    : spec_(spec),
+      plan_(plan),
+      runner_(runner),
+      comm_(comm),
+      reducer_(reducer),
+      clock_(clock),
+      collective_timeout_(absl::Milliseconds(spec.collective_timeout_ms())) {
+  for (size_t i = 0; i < plan_.has_grad.size(); ++i) own_grads_.push_back(runner_->grad(i));
+}
+
+void StepRunner::BindGradients() {
+  if (plan_.bypass) return;
+  const std::vector<float*> slots = reducer_->gradient_slots();
+  std::vector<float*> bound(plan_.reducer_index.size());
+  for (size_t i = 0; i < bound.size(); ++i) {
+    bound[i] = plan_.reducer_index[i] >= 0 ? slots[plan_.reducer_index[i]] : own_grads_[i];
+  }
+  runner_->BindGradients(bound);
+}
+
+absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch,
+                             const Dataset& train, const std::vector<size_t>& indices,
+                             size_t first, v1::StepReport* report) {
+  const absl::Time start = clock_->Now();
+  const int accumulation = static_cast<int>(spec_.sync().gradient_accumulation_steps());
+  const size_t batch = spec_.batch_size();
+  reducer_->ZeroGradients();
+  if (plan_.bypass) RETURN_IF_ERROR(runner_->ZeroGradients());
+
+  double loss_sum = 0;
+  absl::Duration compute;
+  for (int k = 0; k < accumulation; ++k) {
+    const bool sync = k == accumulation - 1;
+    reducer_->BeginMicroBatch(k);
+    const size_t begin = std::min(indices.size(), first + k * batch);
+    const size_t end = std::min(indices.size(), begin + batch);
+    std::vector<size_t> micro(indices.begin() + begin, indices.begin() + end);
+    GatherBatch(train, micro, &x_, &y_);
+    BackwardOptions backward;
+    backward.loss_scale = 1.0f / static_cast<float>(accumulation);
+    backward.skip = plan_.skip;
+    if (!plan_.bypass) {
+      backward.on_ready = [&, sync](size_t i) {
+        // Before MarkReady: it may launch the bucket, which averages this gradient in place.
+        if (sync) runner_->NoteLocalGradient(i);
+        reducer_->MarkReady(static_cast<size_t>(plan_.reducer_index[i]));
+      };
+    }
+    const absl::Time compute_start = clock_->Now();
+    ASSIGN_OR_RETURN(const double loss,
+                     runner_->ForwardBackward(x_.data(), y_.data(), micro.size(), backward));
+    compute += clock_->Now() - compute_start;
+    if (!std::isfinite(loss)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("loss is ", loss, ": training diverged (lower optimizer.learning_rate)"));
+    }
+    loss_sum += loss;
+  }
+  if (plan_.bypass) RETURN_IF_ERROR(HandOverLocalGradients());
+  ASSIGN_OR_RETURN(const double local_squared, runner_->TakeLocalSquaredNorm());
+
+  StepSyncStats stats;
+  RETURN_IF_ERROR(reducer_->FinishStep(&stats));
+  if (reducer_->layout_changed()) BindGradients();
+  BufferSyncOptions buffers;
+  buffers.broadcast_buffers = spec_.sync().broadcast_buffers();
+  buffers.ignore_bool_buffers = spec_.sync().ignore_bool_buffers();
+  buffers.timeout = collective_timeout_;
+  buffers.memory = runner_->memory();
+  RETURN_IF_ERROR(BroadcastBuffers(comm_, runner_->buffers(), buffers, reducer_->ledger()));
+
+  // The gradients the optimizer uses: the bucket views, or a bypassing rank's own.
+  ASSIGN_OR_RETURN(const double synced_norm, runner_->GradNorm(plan_.has_grad));
+  RETURN_IF_ERROR(runner_->OptimizerStep(plan_.has_grad));
+
+  report->set_step(step);
+  report->set_total_steps(total_steps);
+  report->set_epoch(epoch);
+  report->set_loss(loss_sum / accumulation);
+  report->set_local_grad_norm(std::sqrt(local_squared));
+  report->set_synced_grad_norm(synced_norm);
+  report->set_step_ms(Milliseconds(clock_->Now() - start));
+  report->set_compute_ms(Milliseconds(compute));
+  report->set_comm_ms(Milliseconds(stats.comm_time));
+  report->set_overlapped_comm_ms(Milliseconds(stats.hidden_comm_time));
+  report->set_collective_digest(stats.collective_digest);
+  report->set_collectives(static_cast<uint32_t>(stats.collectives));
+  return absl::OkStatus();
+}
+
+absl::Status StepRunner::HandOverLocalGradients() {
+  const std::vector<float*> slots = reducer_->gradient_slots();
+  const std::vector<ParameterInfo>& infos = runner_->parameters();
+  for (size_t i = infos.size(); i-- > 0;) {
+    if (plan_.reducer_index[i] < 0) continue;
+    runner_->NoteLocalGradient(i);
+    RETURN_IF_ERROR(runner_->memory()->Copy(slots[plan_.reducer_index[i]], runner_->grad(i),
+                                            infos[i].count * sizeof(float)));
+    if (!plan_.skip[i]) reducer_->MarkReady(static_cast<size_t>(plan_.reducer_index[i]));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StepRunner::MeasureDriftInto(v1::StepReport* report) {
+  DriftOptions drift_options;
+  drift_options.timeout = collective_timeout_;
+  drift_options.ledger = reducer_->ledger();
+  drift_options.memory = runner_->memory();
+  ASSIGN_OR_RETURN(const DriftResult drift,
+                   MeasureDrift(comm_, runner_->parameters(), runner_->parameter_ptrs(),
+                                drift_options));
+  report->set_has_drift(true);
+  report->set_drift(drift.max_drift);
+  report->set_drift_parameter(drift.worst_parameter);
+  return absl::OkStatus();
+}
+
+}  // namespace ringleader

@@ -1,0 +1,74 @@
+// One optimizer step of one rank, and the drift check between steps.
+//
+//   Run(step):  zero grads
+//               per micro-batch k < K: BeginMicroBatch(k), ForwardBackward with on_ready →
+//                 (sync micro-batch: NoteLocalGradient) → MarkReady; loss_scale 1/K,
+//                 skip = frozen + fault-unused parameters
+//               [bypass_sync rank: hand copies of its local gradients to the reducer]
+//               FinishStep (the reducer's last buckets; the ledger) → buffer broadcast
+//               → synced grad norm → optimizer step → the StepReport's figures
+//   MeasureDriftInto: max|W_r − W_0| across ranks, worst tensor named
+//
+// The model's gradients live in the reducer's bucket views (BindGradients), except on a rank
+// that bypasses synchronisation (the fault), which keeps its own and steps with them.
+#ifndef RINGLEADER_WORKER_RANK_STEP_RUNNER_H_
+#define RINGLEADER_WORKER_RANK_STEP_RUNNER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "proto/ringleader.pb.h"
+#include "worker/collective/collective.h"
+#include "worker/data/dataset.h"
+#include "worker/rank/model_runner.h"
+#include "worker/rank/parameter_plan.h"
+#include "worker/sync/reducer.h"
+
+namespace ringleader {
+
+class StepRunner {
+ public:
+  // Nothing is owned; all must outlive the StepRunner. `spec` has its defaults applied.
+  StepRunner(const v1::JobSpec& spec, const ParameterPlan& plan, ModelRunner* runner,
+             Collective* comm, Reducer* reducer, Clock* clock);
+
+  // Points the model's gradients at the reducer's bucket views (frozen parameters keep the
+  // runner's own slot, which nothing writes); a bypassing rank keeps its own storage. Called once
+  // after creation and by Run whenever the reducer rebuilt its buckets.
+  void BindGradients();
+
+  // Step `step` (1-based) of `total_steps`, in `epoch`, on the K = gradient_accumulation_steps
+  // micro-batches of `batch_size` examples of `train` starting at indices[first]. Fills the
+  // report's step, loss, norms, timings and collective digest.
+  // Errors: FAILED_PRECONDITION for a non-finite loss ("training diverged") or from the reducer
+  // (unused parameters, collective desync); the runner's, reducer's and collective's errors.
+  absl::Status Run(uint64_t step, uint64_t total_steps, uint32_t epoch, const Dataset& train,
+                   const std::vector<size_t>& indices, size_t first, v1::StepReport* report);
+
+  // The cross-rank drift check (a collective: every rank calls it at the same step); sets
+  // has_drift, drift and drift_parameter in `report`.
+  absl::Status MeasureDriftInto(v1::StepReport* report);
+
+ private:
+  // The bypassing rank still feeds the reducer (so its peers' collectives match), with copies of
+  // its local gradients, marked in backward order.
+  absl::Status HandOverLocalGradients();
+
+  const v1::JobSpec& spec_;
+  const ParameterPlan& plan_;
+  ModelRunner* const runner_;
+  Collective* const comm_;
+  Reducer* const reducer_;
+  Clock* const clock_;
+  const absl::Duration collective_timeout_;
+  std::vector<float*> own_grads_;  // the runner's own gradient slots (frozen parameters keep them)
+  std::vector<float> x_;           // the micro-batch, reused across steps
+  std::vector<int32_t> y_;
+};
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_WORKER_RANK_STEP_RUNNER_H_

@@ -1,0 +1,339 @@
+// One rank's training: see training_loop.h for the sequence and the fault semantics.
+#include "worker/rank/training_loop.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/job_spec.h"
+#include "common/status_macros.h"
+#include "worker/checkpoint/checkpoint.h"
+#include "worker/rank/cpu_model_runner.h"
+#include "worker/data/dataset.h"
+#include "worker/data/distributed_sampler.h"
+#include "worker/data/fashion_mnist.h"
+#include "worker/rank/gpu/gpu_model_runner.h"
+#include "worker/rank/evaluation.h"
+#include "worker/rank/job_data.h"
+#include "worker/rank/parameter_plan.h"
+#include "worker/rank/step_runner.h"
+#include "worker/sync/buffer_sync.h"
+#include "worker/sync/reducer.h"
+#include "worker/trainer/mlp.h"
+#include "worker/trainer/sgd.h"
+
+namespace ringleader {
+namespace {
+
+absl::Status Annotate(const absl::Status& status, const std::string& where) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(where, ": ", status.message()));
+}
+
+// Keeps the file name safe whatever the job id holds.
+std::string SafeFileName(std::string name) {
+  for (char& c : name) {
+    const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '.' || c == '_' || c == '-';
+    if (!keep) c = '_';
+  }
+  if (name.empty() || name[0] == '.') name.insert(0, "job");
+  return name;
+}
+
+absl::StatusOr<DataType> CommDtype(const std::string& name) {
+  if (name.empty() || name == "fp32") return DataType::kFloat32;
+  if (name == "bf16") return DataType::kBFloat16;
+  return absl::InvalidArgumentError(
+      absl::StrCat("sync.comm_dtype: unknown dtype '", name, "' (expected fp32 or bf16)"));
+}
+
+absl::Status DefaultCrash(uint64_t step) {
+  std::fprintf(stderr, "injected crash fault: aborting at step %llu\n",
+               static_cast<unsigned long long>(step));
+  std::fflush(stderr);
+  std::abort();
+}
+
+// One rank of one attempt. Members are declared so that the reducer dies before the
+// collective it uses, and both before the runner whose memory and stream they use.
+class RankTrainer {
+ public:
+  RankTrainer(const v1::Assignment& assignment, CoordinatorClient* client,
+              const TrainingLoopOptions& options)
+      : assignment_(assignment),
+        client_(client),
+        options_(options),
+        clock_(options.clock ? options.clock : Clock::Real()),
+        rank_(assignment.rank()),
+        world_(assignment.world_size()) {}
+
+  absl::StatusOr<TrainingOutcome> Run() {
+    RETURN_IF_ERROR(Annotate(Join(), absl::StrCat("rank ", rank_, ": joining")));
+    RETURN_IF_ERROR(Annotate(Setup(), absl::StrCat("rank ", rank_, ": setting up")));
+    absl::Status trained = Train();
+    if (!trained.ok()) {
+      comm_->Abort(trained);  // fail whatever is still queued at once
+      // Best effort: the coordinator shows the last step this rank completed.
+      reporter_->Flush(options_.reporting.flush_timeout).IgnoreError();
+      // Reports are answered asynchronously, so a peer may notice the coordinator's stop one
+      // step earlier and abort its collectives under this rank. Once this rank's own reports
+      // have been answered with stop, that stop is the cause of whatever failed here.
+      if (reporter_->stopped_by_coordinator() && trained.code() != absl::StatusCode::kAborted) {
+        return absl::AbortedError(absl::StrCat("rank ", rank_, ": ",
+                                               reporter_->status().message(),
+                                               " (this rank then failed: ", trained.message(),
+                                               ")"));
+      }
+      return trained;
+    }
+    // The final reports reach the coordinator before RunRank's FinishRank.
+    RETURN_IF_ERROR(Annotate(reporter_->Flush(options_.reporting.flush_timeout),
+                             absl::StrCat("rank ", rank_, ": reporting")));
+    RETURN_IF_ERROR(Annotate(WriteFinalCheckpoint(), absl::StrCat("rank ", rank_, ": checkpoint")));
+    Log(absl::StrFormat("rank %d finished: %d steps, final loss %.4f%s", rank_, outcome_.steps,
+                        outcome_.final_loss,
+                        outcome_.checkpoint_path.empty()
+                            ? ""
+                            : absl::StrCat(", checkpoint ", outcome_.checkpoint_path)));
+    return outcome_;
+  }
+
+ private:
+  void Log(const std::string& line) const {
+    if (options_.log) {
+      options_.log(line);
+    } else {
+      std::cerr << "[ringleader-rank] " << line << std::endl;
+    }
+  }
+
+  absl::Status Join() {
+    v1::JobSpec received = assignment_.spec();
+    if (options_.mutate_spec_for_test) {
+      received.mutable_optimizer()->set_learning_rate(received.optimizer().learning_rate() * 2);
+    }
+    fingerprint_ = JobSpecFingerprint(received);
+    v1::JoinJobRequest request;
+    request.set_job_id(assignment_.job_id());
+    request.set_generation(assignment_.generation());
+    request.set_rank(rank_);
+    request.set_worker_id(options_.worker_id);
+    request.set_spec_fingerprint(fingerprint_);
+    RETURN_IF_ERROR(client_->JoinJob(request).status());
+    // What this rank runs is what it fingerprinted (defaults filled in, which changes nothing
+    // for a spec the coordinator accepted).
+    spec_ = received;
+    ApplyJobSpecDefaults(&spec_);
+    return absl::OkStatus();
+  }
+
+  absl::Status Setup() {
+    if (world_ < 1 || rank_ >= world_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("assignment: rank ", rank_, " is outside world size ", world_));
+    }
+    if (spec_.model().kind() != "mlp") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("model.kind: '", spec_.model().kind(), "' is not supported (mlp)"));
+    }
+    if (spec_.optimizer().kind() != "sgd") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("optimizer.kind: '", spec_.optimizer().kind(), "' is not supported (sgd)"));
+    }
+    if (!options_.make_collective) {
+      return absl::InvalidArgumentError("no collective factory configured");
+    }
+    ASSIGN_OR_RETURN(data_, LoadJobData(spec_));
+
+    std::vector<size_t> layers(spec_.model().layers().begin(), spec_.model().layers().end());
+    MlpOptions mlp_options;
+    mlp_options.with_buffers = spec_.model().with_buffers();
+    auto model = std::make_unique<Mlp>(layers, spec_.seed(), mlp_options);
+    RETURN_IF_ERROR(Annotate(model->CheckCompatible(data_.train), "training data"));
+    RETURN_IF_ERROR(Annotate(model->CheckCompatible(data_.test), "test data"));
+    ASSIGN_OR_RETURN(plan_, PlanParameters(spec_, rank_, model->parameters()));
+    // NCCL cannot carry bool buffers: refused before any GPU or collective work.
+    if (spec_.sync().broadcast_buffers()) {
+      RETURN_IF_ERROR(CheckBuffersForBackend(spec_.backend(), model->buffers(),
+                                             spec_.sync().ignore_bool_buffers()));
+    }
+
+    SgdOptions sgd;
+    sgd.lr = spec_.optimizer().learning_rate();
+    sgd.momentum = spec_.optimizer().momentum();
+    sgd.dampening = spec_.optimizer().dampening();
+    sgd.weight_decay = spec_.optimizer().weight_decay();
+    sgd.nesterov = spec_.optimizer().nesterov();
+    RETURN_IF_ERROR(ValidateSgdOptions(sgd));
+    if (spec_.backend() == "nccl") {
+      GpuRunnerOptions gpu;
+      gpu.gpu = options_.gpu;
+      gpu.bf16_mixed_precision = spec_.mixed_precision() == "bf16";
+      ASSIGN_OR_RETURN(runner_, CreateGpuModelRunner(std::move(model), sgd, gpu));
+    } else {
+      runner_ = CreateCpuModelRunner(std::move(model), sgd);
+    }
+    sampler_ = std::make_unique<DistributedSampler>(data_.train.size, world_, rank_, spec_.seed());
+
+    v1::Assignment effective = assignment_;
+    *effective.mutable_spec() = spec_;
+    ASSIGN_OR_RETURN(comm_, options_.make_collective(effective, runner_->placement()));
+
+    collective_timeout_ = absl::Milliseconds(spec_.collective_timeout_ms());
+    ReducerOptions reducer_options;
+    reducer_options.bucket_cap_mb = spec_.sync().bucket_cap_mb();
+    reducer_options.first_bucket_mb = spec_.sync().first_bucket_mb();
+    reducer_options.find_unused_parameters = spec_.sync().find_unused_parameters();
+    reducer_options.gradient_accumulation_steps =
+        static_cast<int>(spec_.sync().gradient_accumulation_steps());
+    ASSIGN_OR_RETURN(reducer_options.comm_dtype, CommDtype(spec_.sync().comm_dtype()));
+    reducer_options.overlap = spec_.sync().overlap();
+    reducer_options.rebuild_buckets = spec_.sync().rebuild_buckets();
+    reducer_options.timeout = collective_timeout_;
+    reducer_options.clock = clock_;
+    reducer_options.memory = runner_->memory();
+    ASSIGN_OR_RETURN(reducer_, Reducer::Create(comm_.get(), plan_.trainable, reducer_options));
+    steps_ = std::make_unique<StepRunner>(spec_, plan_, runner_.get(), comm_.get(), reducer_.get(),
+                                          clock_);
+    steps_->BindGradients();
+
+    ProgressReporterOptions reporting = options_.reporting;
+    if (!reporting.log) reporting.log = options_.log;
+    reporter_ = std::make_unique<ProgressReporter>(
+        client_, assignment_.job_id(), assignment_.generation(), rank_, std::move(reporting));
+    Log(absl::StrFormat(
+        "rank %d/%d of job %s (generation %d): %s, %d train / %d test examples, %d parameters "
+        "in %d buckets, backend %s on %s",
+        rank_, world_, assignment_.job_id(), assignment_.generation(), spec_.data().dataset(),
+        data_.train.size, data_.test.size, runner_->parameter_count(),
+        reducer_->layout().buckets.size(), comm_->backend_name(), runner_->device_name()));
+    // This rank evaluates only its share of the test set (evaluation.h); the rest is not needed.
+    const EvaluationShard shard = EvaluationShardOf(data_.test.size, rank_, world_);
+    data_.test = Slice(data_.test, shard.begin, shard.end);
+    return absl::OkStatus();
+  }
+
+  absl::Status Train() {
+    const uint32_t accumulation = spec_.sync().gradient_accumulation_steps();
+    const size_t batch = spec_.batch_size();
+    const size_t micro_batches = (sampler_->num_samples() + batch - 1) / batch;
+    const uint64_t steps_per_epoch = micro_batches / accumulation;
+    if (steps_per_epoch == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("batch_size x sync.gradient_accumulation_steps (", batch, " x ",
+                       accumulation, ") needs more examples than this rank gets per epoch (",
+                       sampler_->num_samples(), "): lower them or use more data"));
+    }
+    const uint64_t max_steps = spec_.max_steps();
+    const uint64_t total_steps =
+        max_steps > 0 ? std::min<uint64_t>(max_steps, steps_per_epoch * spec_.epochs())
+                      : steps_per_epoch * spec_.epochs();
+    const v1::FaultSpec& faults = spec_.model().faults();
+    const bool crash_here =
+        faults.crash_at_step() > 0 && faults.crash_rank() == static_cast<int32_t>(rank_);
+
+    uint64_t step = 0;
+    for (uint32_t epoch = 0; epoch < spec_.epochs() && step < total_steps; ++epoch) {
+      const std::vector<size_t> indices = sampler_->Indices(epoch);
+      double loss_sum = 0;
+      uint64_t epoch_steps = 0;
+      for (uint64_t s = 0; s < steps_per_epoch && step < total_steps; ++s) {
+        const uint64_t this_step = step + 1;
+        const std::string where =
+            absl::StrCat("rank ", rank_, ", step ", this_step, " (epoch ", epoch, ")");
+        if (crash_here && this_step == faults.crash_at_step()) {
+          RETURN_IF_ERROR(Annotate(
+              options_.crash ? options_.crash(this_step) : DefaultCrash(this_step), where));
+        }
+        v1::StepReport report;
+        RETURN_IF_ERROR(Annotate(steps_->Run(this_step, total_steps, epoch, data_.train, indices,
+                                             s * accumulation * batch, &report),
+                                 where));
+        step = this_step;
+        const uint32_t drift_interval = spec_.drift_interval_steps();
+        if (drift_interval > 0 && (step % drift_interval == 0 || step == total_steps)) {
+          RETURN_IF_ERROR(Annotate(steps_->MeasureDriftInto(&report), where));
+        }
+        loss_sum += report.loss();
+        ++epoch_steps;
+        outcome_.steps = step;
+        outcome_.final_loss = report.loss();
+        RETURN_IF_ERROR(Annotate(reporter_->AddStep(report), where));
+      }
+      RETURN_IF_ERROR(EndEpoch(epoch, epoch_steps > 0 ? loss_sum / epoch_steps : 0));
+    }
+    return absl::OkStatus();
+  }
+
+  // Every rank evaluates its share of the test set (evaluation.h); rank 0 reports the totals.
+  absl::Status EndEpoch(uint32_t epoch, double train_loss) {
+    const std::string where = absl::StrCat("rank ", rank_, ", end of epoch ", epoch);
+    if (options_.before_evaluation) options_.before_evaluation(epoch, data_.test.size);
+    absl::StatusOr<EvaluationTotals> totals =
+        EvaluateAcrossRanks(runner_.get(), comm_.get(), data_.test, 256, collective_timeout_);
+    RETURN_IF_ERROR(Annotate(totals.status(), absl::StrCat(where, ": evaluation")));
+    if (rank_ != 0) {
+      Log(absl::StrFormat("rank %d epoch %d: train loss %.4f", rank_, epoch, train_loss));
+      return absl::OkStatus();
+    }
+    v1::EpochReport report;
+    report.set_epoch(epoch);
+    report.set_test_accuracy(totals->accuracy);
+    report.set_test_loss(totals->loss);
+    report.set_train_loss(train_loss);
+    outcome_.last_test_accuracy = totals->accuracy;
+    Log(absl::StrFormat("rank 0 epoch %d: train loss %.4f, test loss %.4f, test accuracy %.4f",
+                        epoch, train_loss, totals->loss, totals->accuracy));
+    return Annotate(reporter_->AddEpoch(report), where);
+  }
+
+  absl::Status WriteFinalCheckpoint() {
+    if (rank_ != 0 || spec_.checkpoint_dir().empty()) return absl::OkStatus();
+    const std::string path = absl::StrCat(spec_.checkpoint_dir(), "/",
+                                          SafeFileName(assignment_.job_id()), "/final.ckpt");
+    // The epoch the next step would belong to.
+    const uint64_t epoch = outcome_.steps == 0 ? 0 : spec_.epochs();
+    ASSIGN_OR_RETURN(const CheckpointData state,
+                     runner_->CaptureState(outcome_.steps, epoch, fingerprint_));
+    RETURN_IF_ERROR(WriteCheckpoint(path, state));
+    outcome_.checkpoint_path = path;
+    return absl::OkStatus();
+  }
+
+  const v1::Assignment& assignment_;
+  CoordinatorClient* const client_;
+  const TrainingLoopOptions& options_;
+  Clock* const clock_;
+  const uint32_t rank_;
+  const uint32_t world_;
+
+  std::string fingerprint_;
+  v1::JobSpec spec_;
+  TrainTest data_;  // after Setup, data_.test holds only this rank's evaluation shard
+  ParameterPlan plan_;
+  std::unique_ptr<ModelRunner> runner_;  // before comm_ and reducer_: destroyed after them
+  std::unique_ptr<DistributedSampler> sampler_;
+  std::unique_ptr<Collective> comm_;
+  std::unique_ptr<Reducer> reducer_;  // after comm_: destroyed first
+  std::unique_ptr<StepRunner> steps_;  // uses all of the above
+  std::unique_ptr<ProgressReporter> reporter_;
+  absl::Duration collective_timeout_ = absl::Seconds(60);
+  TrainingOutcome outcome_;
+};
+
+}  // namespace
+
+absl::StatusOr<TrainingOutcome> RunTraining(const v1::Assignment& assignment,
+                                            CoordinatorClient* client,
+                                            const TrainingLoopOptions& options) {
+  RankTrainer trainer(assignment, client, options);
+  return trainer.Run();
+}
+
+}  // namespace ringleader

@@ -1,0 +1,145 @@
+// The rank process's work: one rank of one data-parallel job attempt, start to finish.
+//
+//   JoinJob (echoing the fingerprint this rank computes over the spec it received)
+//     → load data (fashion-mnist or synthetic), DistributedSampler(seed, rank, world)
+//     → Mlp(layers, seed); bool buffers refused on nccl (before any collective); the model
+//       runner (model_runner.h): backend gloo → CPU (Mlp + SgdOptimizer), backend nccl → GPU
+//       `gpu` (GpuMlp + GpuSgdOptimizer; FAILED_PRECONDITION "no usable GPU: ..." without one)
+//     → collective rendezvous through the factory, told the runner's placement (gloo or NCCL
+//       over the coordinator's key-value store, key prefix "<job>/<generation>/"); Reducer in
+//       the runner's memory (host or device), bound to the gradients
+//     → per step: zero grads; per micro-batch: BeginMicroBatch, ForwardBackward (on_ready →
+//       MarkReady, loss_scale 1/K, skip = frozen + fault-injected unused parameters);
+//       FinishStep; buffer broadcast; optimizer step; drift check every drift_interval_steps
+//       (and after the last step); a StepReport per step, handed to the ProgressReporter,
+//       whose own thread batches them to ReportProgress (the loop never waits on the
+//       coordinator; a stop in an answer is noticed at the next step)
+//     → per epoch: every rank evaluates its 1/W shard of the test set, the sums (correct,
+//       loss, examples) are all-reduced (collective_timeout_ms) and rank 0 reports the whole
+//       set's figures → EpochReport. (Rank 0 evaluating alone left its peers waiting in the
+//       next collective for the whole evaluation, past a short collective timeout.)
+//     → end: the reporter is flushed (reporting.flush_timeout); rank 0 writes
+//       <checkpoint_dir>/<job>/final.ckpt; FinishRank(ok) (RunRank).
+//
+// Gradient norms in the StepReport:
+//   local_grad_norm  this rank's accumulated gradient before synchronisation. With overlap the
+//                    reducer averages buckets in place while backward still runs, so the norm
+//                    is accumulated in the on_ready hook of the sync micro-batch, parameter by
+//                    parameter, just BEFORE MarkReady can launch that parameter's bucket (one
+//                    extra read of each gradient; overlap stays on). Parameters that never get
+//                    on_ready in that micro-batch (frozen, unused) do not count.
+//   synced_grad_norm the gradients the optimizer steps with: identical on every rank of a
+//                    correct job, bit for bit (every rank holds the same all-reduce result).
+//
+// Fault injection (spec.model.faults; tests and demos only):
+//   bypass_sync on bypass_sync_rank: that rank steps with its LOCAL gradients ("the loss was
+//     computed on the unwrapped model"). It still issues the reducer's collectives (with its
+//     local gradients as input) so the other ranks neither hang nor notice — only the drift
+//     check and the grad-norm comparison expose it.
+//   unused_parameters_on_rank on unused_parameter_rank: those parameters get no gradient on
+//     that rank; without find_unused_parameters the reducer fails the step on every rank,
+//     naming the parameters.
+//   crash_at_step on crash_rank: `crash` is called before that step (default: abort()).
+//
+// Errors name the rank, step and epoch; the reducer's add the bucket and parameters.
+#ifndef RINGLEADER_WORKER_RANK_TRAINING_LOOP_H_
+#define RINGLEADER_WORKER_RANK_TRAINING_LOOP_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "proto/ringleader.pb.h"
+#include "worker/collective/collective.h"
+#include "worker/coordinator_client/coordinator_client.h"
+#include "worker/rank/model_runner.h"
+#include "worker/rank/progress_reporter.h"
+
+namespace ringleader {
+
+// Builds the attempt's Collective (rendezvous included) for `assignment`, whose spec has its
+// defaults applied. `placement` says where the rank computes: the NCCL collective must run on
+// that GPU and order itself after that compute stream (NcclOptions::compute_stream).
+using CollectiveFactory = std::function<absl::StatusOr<std::unique_ptr<Collective>>(
+    const v1::Assignment& assignment, const ComputePlacement& placement)>;
+
+struct TrainingLoopOptions {
+  // This rank's worker id (JoinJob checks it against the assignment).
+  std::string worker_id;
+  // Creates the collective. Required (rank_main builds it: gloo or NCCL over the coordinator's
+  // store). Called after the model runner exists, so a rank without a usable GPU never
+  // rendezvouses.
+  CollectiveFactory make_collective;
+  // CUDA device for backend nccl (rank_main's --gpu, passed down by a GPU worker daemon).
+  // -1 = none: a nccl job then fails with FAILED_PRECONDITION "no usable GPU: ...".
+  int gpu = -1;
+  // Step/epoch report batching (progress_reporter.h). Its empty `log` takes `log` below.
+  ProgressReporterOptions reporting;
+  // Time source for step timings and reporting. Not owned; nullptr = Clock::Real().
+  Clock* clock = nullptr;
+  // One line per epoch, plus start and end. Empty = stderr.
+  std::function<void(const std::string&)> log;
+  // Called before step `step` on the fault's crash rank. Empty = print and abort(): the
+  // supervising daemon reports the signal. Tests return an error instead.
+  std::function<absl::Status(uint64_t step)> crash;
+  // A rank whose collectives failed with UNAVAILABLE or DEADLINE_EXCEEDED is usually the
+  // victim of a peer that died; that peer's daemon is about to report the root cause. RunRank
+  // gives that report up to this long a head start (probing the coordinator with empty
+  // ReportProgress calls every victim_probe_interval, and reporting at once when the attempt
+  // is already over) so the job's failure names the culprit, not its first victim.
+  absl::Duration victim_report_delay = absl::Seconds(2);
+  absl::Duration victim_probe_interval = absl::Milliseconds(100);
+  // Performs those waits. Empty = absl::SleepFor; tests record instead.
+  std::function<void(absl::Duration)> sleep;
+  // Test hook: called on a rank right before its epoch-end evaluation, with the epoch and how
+  // many test examples that rank evaluates. Empty = nothing.
+  std::function<void(uint32_t epoch, size_t examples)> before_evaluation;
+  // Test hook (rank_main's --test_only_mutate_spec): the rank doubles its learning rate before
+  // fingerprinting, as a rank that mutated its config object would. Never set in real jobs.
+  bool mutate_spec_for_test = false;
+};
+
+// What a finished training produced.
+struct TrainingOutcome {
+  uint64_t steps = 0;                // optimizer steps run
+  double final_loss = 0;             // loss of the last step (this rank)
+  std::string checkpoint_path;       // rank 0 with a checkpoint_dir: the file written
+  double last_test_accuracy = -1;    // rank 0: last evaluation (-1 = none)
+};
+
+// Runs the attempt (see the file comment) without the final FinishRank.
+// Errors: FAILED_PRECONDITION from JoinJob (fingerprint mismatch, stale generation), from
+// the reducer (unused parameters, collective desync), or "no usable GPU: ..." (backend nccl on a
+// rank without a GPU); INVALID_ARGUMENT for a spec this rank cannot run (naming the field; bool
+// buffers on nccl without sync.ignore_bool_buffers); UNIMPLEMENTED for model.with_buffers on
+// nccl; ABORTED "stopped by the coordinator: ..." (also when the rank failed after its reports
+// were answered with stop: a peer that noticed the stop first aborted the collectives; the
+// message then adds "this rank then failed: ..."); UNAVAILABLE / DEADLINE_EXCEEDED "reporting:
+// ..." when the final reports could not be delivered; data loading,
+// collective and checkpoint errors — each prefixed with the rank and, during training, the step
+// and epoch.
+absl::StatusOr<TrainingOutcome> RunTraining(const v1::Assignment& assignment,
+                                            CoordinatorClient* client,
+                                            const TrainingLoopOptions& options);
+
+struct RankRunResult {
+  absl::Status status;          // RunTraining's
+  TrainingOutcome outcome;      // valid when status is OK
+  // FinishRank went through, or the coordinator refused it because the attempt is over
+  // (FAILED_PRECONDITION / NOT_FOUND): nobody needs to report for this rank any more.
+  bool finish_reported = false;
+};
+
+// RunTraining, then FinishRank(ok, error, checkpoint_path) — after the victim delay (see
+// TrainingLoopOptions::victim_report_delay) when the failure looks like a peer's.
+RankRunResult RunRank(const v1::Assignment& assignment, CoordinatorClient* client,
+                      const TrainingLoopOptions& options);
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_WORKER_RANK_TRAINING_LOOP_H_

@@ -1,0 +1,434 @@
+// The rank's training loop in-process: ranks as threads, gloo over loopback through one
+// InMemoryKeyValueStore, and a fake coordinator that records what the ranks report.
+#include "worker/rank/training_loop.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/job_spec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/checkpoint/checkpoint.h"
+#include "worker/checkpoint/training_state.h"
+#include "worker/collective/gloo_collective.h"
+#include "worker/collective/gloo_test_util.h"
+#include "worker/collective/in_memory_key_value_store.h"
+#include "worker/data/dataset.h"
+#include "worker/trainer/mlp.h"
+#include "worker/trainer/sgd.h"
+#include "worker/coordinator_client/fake_coordinator.h"
+#include "worker/rank/progress_reporter.h"
+
+namespace ringleader {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_util::Watchdog;
+
+// A small synthetic job both ranks can train in well under a second.
+v1::JobSpec SmallSpec() {
+  v1::JobSpec spec;
+  spec.set_name("small");
+  spec.set_world_size(2);
+  spec.set_backend("gloo");
+  for (uint32_t width : {16u, 32u, 4u}) spec.mutable_model()->add_layers(width);
+  spec.mutable_data()->set_dataset("synthetic");
+  spec.mutable_data()->set_max_train_examples(512);
+  spec.mutable_data()->set_max_test_examples(256);
+  spec.set_epochs(2);
+  spec.set_batch_size(16);
+  spec.set_drift_interval_steps(5);
+  spec.set_collective_timeout_ms(20000);
+  spec.mutable_optimizer()->set_learning_rate(0.05);
+  // Two buckets at this model size, so overlap and bucket order are exercised.
+  spec.mutable_sync()->set_first_bucket_mb(0.001);
+  spec.mutable_sync()->set_bucket_cap_mb(0.002);
+  ApplyJobSpecDefaults(&spec);
+  return spec;
+}
+
+class TrainingLoopTest : public ::testing::Test {
+ protected:
+  // Runs every rank of `spec` on its own thread; returns each rank's RunRank result.
+  std::vector<RankRunResult> RunRanks(const v1::JobSpec& spec,
+                                      std::vector<uint32_t> ranks = {},
+                                      std::function<void(uint32_t, TrainingLoopOptions*)> tweak =
+                                          nullptr) {
+    if (ranks.empty()) {
+      for (uint32_t r = 0; r < spec.world_size(); ++r) ranks.push_back(r);
+    }
+    fake_ = std::make_unique<FakeCoordinator>(JobSpecFingerprint(spec));
+    auto store = std::make_shared<InMemoryKeyValueStore>();
+    std::vector<RankRunResult> results(spec.world_size());
+    std::vector<std::thread> threads;
+    for (uint32_t rank : ranks) {
+      threads.emplace_back([&, rank] {
+        v1::Assignment assignment;
+        assignment.set_job_id("job-1");
+        assignment.set_generation(1);
+        assignment.set_rank(rank);
+        assignment.set_world_size(spec.world_size());
+        *assignment.mutable_spec() = spec;
+        assignment.set_spec_fingerprint(JobSpecFingerprint(spec));
+        TrainingLoopOptions options;
+        options.worker_id = absl::StrCat("w", rank);
+        options.log = [](const std::string&) {};
+        options.make_collective = [store](const v1::Assignment& a, const ComputePlacement&) {
+          GlooOptions gloo;
+          gloo.rendezvous_timeout = absl::Seconds(20);
+          gloo.collective_timeout = absl::Milliseconds(a.spec().collective_timeout_ms());
+          return CreateGlooCollective(store, "job-1/1/", static_cast<int>(a.rank()),
+                                      static_cast<int>(a.world_size()), gloo);
+        };
+        if (tweak) tweak(rank, &options);
+        results[rank] = RunRank(assignment, fake_.get(), options);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    return results;
+  }
+
+  std::unique_ptr<FakeCoordinator> fake_;
+};
+
+TEST_F(TrainingLoopTest, TwoRanksTrainInLockstepWithoutDrift) {
+  Watchdog watchdog(absl::Seconds(60), "two-rank training");
+  v1::JobSpec spec = SmallSpec();
+  spec.set_checkpoint_dir(
+      (std::filesystem::path(std::getenv("TEST_TMPDIR")) / "checkpoints").string());
+  std::vector<RankRunResult> results = RunRanks(spec);
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(results[rank].status.ok()) << "rank " << rank << ": " << results[rank].status;
+    EXPECT_TRUE(results[rank].finish_reported);
+    EXPECT_EQ(fake_->join(rank).spec_fingerprint(), JobSpecFingerprint(spec));
+    EXPECT_EQ(fake_->join(rank).worker_id(), absl::StrCat("w", rank));
+    ASSERT_EQ(fake_->finishes(rank).size(), 1u);
+    EXPECT_TRUE(fake_->finishes(rank)[0].ok());
+  }
+  const std::vector<v1::StepReport> s0 = fake_->steps(0);
+  const std::vector<v1::StepReport> s1 = fake_->steps(1);
+  // 512 examples / 2 ranks / 16 per batch = 16 steps per epoch, 2 epochs.
+  ASSERT_EQ(s0.size(), 32u);
+  ASSERT_EQ(s1.size(), 32u);
+  int drift_checks = 0;
+  for (size_t i = 0; i < s0.size(); ++i) {
+    EXPECT_EQ(s0[i].step(), i + 1);
+    EXPECT_EQ(s1[i].step(), i + 1);
+    EXPECT_EQ(s0[i].total_steps(), 32u);  // 2 epochs x 16 steps, known from the start
+    // Every rank steps with the same all-reduced gradients, bit for bit ...
+    EXPECT_EQ(s0[i].synced_grad_norm(), s1[i].synced_grad_norm()) << "step " << i + 1;
+    // ... which are not what either rank computed alone.
+    EXPECT_NE(s0[i].local_grad_norm(), s1[i].local_grad_norm()) << "step " << i + 1;
+    EXPECT_EQ(s0[i].collective_digest(), s1[i].collective_digest());
+    EXPECT_GT(s0[i].collectives(), 0u);
+    EXPECT_EQ(s0[i].has_drift(), s1[i].has_drift());
+    if (s0[i].has_drift()) {
+      ++drift_checks;
+      EXPECT_EQ(s0[i].drift(), 0.0) << "step " << i + 1;
+      EXPECT_EQ(s1[i].drift(), 0.0) << "step " << i + 1;
+    }
+  }
+  // Steps 5, 10, ..., 30 and the last one (32).
+  EXPECT_EQ(drift_checks, 7);
+  EXPECT_TRUE(s0.back().has_drift());
+  EXPECT_LT(s0.back().loss(), s0.front().loss() * 0.8);
+
+  const std::vector<v1::EpochReport> epochs = fake_->epochs(0);
+  ASSERT_EQ(epochs.size(), 2u);
+  EXPECT_TRUE(fake_->epochs(1).empty()) << "only rank 0 evaluates";
+  EXPECT_GT(epochs[1].test_accuracy(), 0.5);  // 4 classes: chance is 0.25
+  EXPECT_LT(epochs[1].train_loss(), epochs[0].train_loss());
+
+  const std::string checkpoint = fake_->finishes(0)[0].checkpoint_path();
+  EXPECT_EQ(checkpoint, spec.checkpoint_dir() + "/job-1/final.ckpt");
+  EXPECT_TRUE(fake_->finishes(1)[0].checkpoint_path().empty());
+  absl::StatusOr<CheckpointData> loaded = ReadCheckpoint(checkpoint);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->step, 32u);
+  EXPECT_EQ(loaded->spec_fingerprint, JobSpecFingerprint(spec));
+  EXPECT_NE(loaded->FindTensor("fc1.weight"), nullptr);
+}
+
+// Epoch-end evaluation must not leave peers waiting in a collective for longer than the
+// collective timeout: a user's collective_timeout_ms of 1000 against rank 0 evaluating the full
+// 10k test set alone made the other ranks' next all-reduce fail with DEADLINE_EXCEEDED. Here
+// evaluation is made slow: each evaluating rank's hook waits (bounded, 5 s, far beyond the 1 s
+// timeout) until every rank is evaluating. That returns at once only when peers evaluate at
+// the same point instead of running into the next step's collective.
+TEST_F(TrainingLoopTest, SlowEpochEndEvaluationDoesNotTimeOutThePeers) {
+  Watchdog watchdog(absl::Seconds(60), "slow evaluation");
+  v1::JobSpec spec = SmallSpec();
+  spec.set_collective_timeout_ms(1000);
+  spec.set_checkpoint_dir(
+      (std::filesystem::path(std::getenv("TEST_TMPDIR")) / "eval-checkpoints").string());
+  absl::Mutex mu;
+  std::map<uint32_t, int> evaluating;                       // epoch -> ranks evaluating
+  std::map<std::pair<uint32_t, uint32_t>, size_t> examples;  // (rank, epoch) -> examples
+  std::vector<RankRunResult> results =
+      RunRanks(spec, {}, [&](uint32_t rank, TrainingLoopOptions* options) {
+        options->before_evaluation = [&, rank](uint32_t epoch, size_t n) {
+          absl::MutexLock lock(&mu);
+          examples[{rank, epoch}] = n;
+          ++evaluating[epoch];
+          auto everyone = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return evaluating[epoch] == 2; };
+          mu.AwaitWithTimeout(absl::Condition(&everyone), absl::Seconds(5));
+        };
+      });
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    EXPECT_TRUE(results[rank].status.ok()) << "rank " << rank << ": " << results[rank].status;
+  }
+  if (HasFailure()) return;
+  {
+    absl::MutexLock lock(&mu);
+    for (uint32_t epoch = 0; epoch < 2; ++epoch) {
+      // 256 test examples, half each.
+      EXPECT_EQ(examples[std::make_pair(0u, epoch)], 128u) << "epoch " << epoch;
+      EXPECT_EQ(examples[std::make_pair(1u, epoch)], 128u) << "epoch " << epoch;
+    }
+  }
+  // The report still covers the whole test set: it equals evaluating the final model (the
+  // checkpoint) on all 256 test examples.
+  const std::vector<v1::EpochReport> epochs = fake_->epochs(0);
+  ASSERT_EQ(epochs.size(), 2u);
+  EXPECT_TRUE(fake_->epochs(1).empty()) << "only rank 0 reports epochs";
+  absl::StatusOr<CheckpointData> loaded = ReadCheckpoint(fake_->finishes(0)[0].checkpoint_path());
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  std::vector<size_t> layers(spec.model().layers().begin(), spec.model().layers().end());
+  Mlp model(layers, spec.seed());
+  SgdOptions sgd;
+  sgd.lr = spec.optimizer().learning_rate();
+  sgd.momentum = spec.optimizer().momentum();
+  sgd.dampening = spec.optimizer().dampening();
+  sgd.weight_decay = spec.optimizer().weight_decay();
+  sgd.nesterov = spec.optimizer().nesterov();
+  SgdOptimizer optimizer(model.parameters(), sgd);
+  ASSERT_TRUE(RestoreTrainingState(*loaded, "", &model, &optimizer).ok());
+  const Dataset all = MakeSyntheticDataset(512 + 256, 16, 4, spec.seed());
+  Dataset test;
+  test.size = 256;
+  test.features = all.features;
+  test.num_classes = all.num_classes;
+  test.x.assign(all.x.begin() + 512 * all.features, all.x.end());
+  test.y.assign(all.y.begin() + 512, all.y.end());
+  const Mlp::EvalResult expected = model.Evaluate(test, 256);
+  EXPECT_EQ(expected.examples, 256u);
+  EXPECT_EQ(epochs[1].test_accuracy(), expected.accuracy);
+  EXPECT_NEAR(epochs[1].test_loss(), expected.loss, 1e-5 * std::max(1.0, expected.loss));
+}
+
+TEST_F(TrainingLoopTest, BypassedSyncOnOneRankShowsUpAsDrift) {
+  Watchdog watchdog(absl::Seconds(60), "bypass");
+  v1::JobSpec spec = SmallSpec();
+  spec.set_epochs(1);
+  spec.mutable_model()->mutable_faults()->set_bypass_sync(true);
+  spec.mutable_model()->mutable_faults()->set_bypass_sync_rank(1);
+  std::vector<RankRunResult> results = RunRanks(spec);
+  ASSERT_TRUE(results[0].status.ok()) << results[0].status;
+  ASSERT_TRUE(results[1].status.ok()) << results[1].status;
+  const std::vector<v1::StepReport> s0 = fake_->steps(0);
+  const std::vector<v1::StepReport> s1 = fake_->steps(1);
+  ASSERT_EQ(s0.size(), 16u);
+  ASSERT_TRUE(s0.back().has_drift());
+  EXPECT_GT(s0.back().drift(), 0.0);
+  EXPECT_FALSE(s0.back().drift_parameter().empty());
+  EXPECT_EQ(s0.back().drift(), s1.back().drift()) << "every rank gets the same verdict";
+  // The bypassing rank steps with its local gradients.
+  EXPECT_EQ(s1.back().synced_grad_norm(), s1.back().local_grad_norm());
+  EXPECT_NE(s0.back().synced_grad_norm(), s1.back().synced_grad_norm());
+}
+
+TEST_F(TrainingLoopTest, UnusedParameterWithoutFindUnusedFailsEveryRankNamingIt) {
+  Watchdog watchdog(absl::Seconds(60), "unused parameter");
+  v1::JobSpec spec = SmallSpec();
+  spec.mutable_model()->mutable_faults()->set_unused_parameter_rank(1);
+  spec.mutable_model()->mutable_faults()->add_unused_parameters_on_rank("fc1.bias");
+  std::vector<RankRunResult> results = RunRanks(spec);
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(results[rank].status.code(), absl::StatusCode::kFailedPrecondition)
+        << results[rank].status;
+    EXPECT_THAT(std::string(results[rank].status.message()), HasSubstr("fc1.bias"));
+    EXPECT_THAT(std::string(results[rank].status.message()), HasSubstr("step 1"));
+    ASSERT_EQ(fake_->finishes(rank).size(), 1u);
+    EXPECT_FALSE(fake_->finishes(rank)[0].ok());
+    EXPECT_THAT(fake_->finishes(rank)[0].error(), HasSubstr("fc1.bias"));
+  }
+}
+
+TEST_F(TrainingLoopTest, UnusedParameterWithFindUnusedTrains) {
+  Watchdog watchdog(absl::Seconds(60), "find unused");
+  v1::JobSpec spec = SmallSpec();
+  spec.set_epochs(1);
+  spec.mutable_sync()->set_find_unused_parameters(true);
+  spec.mutable_model()->mutable_faults()->set_unused_parameter_rank(1);
+  spec.mutable_model()->mutable_faults()->add_unused_parameters_on_rank("fc1.bias");
+  std::vector<RankRunResult> results = RunRanks(spec);
+  ASSERT_TRUE(results[0].status.ok()) << results[0].status;
+  ASSERT_TRUE(results[1].status.ok()) << results[1].status;
+  EXPECT_EQ(fake_->steps(0).back().drift(), 0.0);
+}
+
+TEST_F(TrainingLoopTest, FrozenParametersStayOutOfTheReducerAndDoNotChange) {
+  Watchdog watchdog(absl::Seconds(60), "frozen");
+  v1::JobSpec spec = SmallSpec();
+  spec.set_epochs(1);
+  spec.mutable_model()->add_frozen_parameters("fc1.weight");
+  spec.set_checkpoint_dir(
+      (std::filesystem::path(std::getenv("TEST_TMPDIR")) / "frozen").string());
+  std::vector<RankRunResult> results = RunRanks(spec);
+  ASSERT_TRUE(results[0].status.ok()) << results[0].status;
+  ASSERT_TRUE(results[1].status.ok()) << results[1].status;
+  absl::StatusOr<CheckpointData> loaded = ReadCheckpoint(results[0].outcome.checkpoint_path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  Mlp fresh({16, 32, 4}, spec.seed());
+  const CheckpointTensor* weight = loaded->FindTensor("fc1.weight");
+  ASSERT_NE(weight, nullptr);
+  EXPECT_EQ(weight->data, std::vector<float>(fresh.param(0), fresh.param(0) + 16 * 32));
+  const CheckpointTensor* bias = loaded->FindTensor("fc1.bias");
+  ASSERT_NE(bias, nullptr);
+  EXPECT_NE(bias->data, std::vector<float>(fresh.param(1), fresh.param(1) + 32));
+}
+
+TEST_F(TrainingLoopTest, GradientAccumulationAndBf16StillAgreeAcrossRanks) {
+  Watchdog watchdog(absl::Seconds(60), "accumulation");
+  v1::JobSpec spec = SmallSpec();
+  spec.set_epochs(1);
+  spec.mutable_sync()->set_gradient_accumulation_steps(2);
+  spec.mutable_sync()->set_comm_dtype("bf16");
+  spec.mutable_model()->set_with_buffers(true);  // buffer broadcast every step too
+  std::vector<RankRunResult> results = RunRanks(spec);
+  ASSERT_TRUE(results[0].status.ok()) << results[0].status;
+  ASSERT_TRUE(results[1].status.ok()) << results[1].status;
+  const auto s0 = fake_->steps(0);
+  const auto s1 = fake_->steps(1);
+  ASSERT_EQ(s0.size(), 8u);  // 16 micro-batches / 2
+  for (size_t i = 0; i < s0.size(); ++i) {
+    EXPECT_EQ(s0[i].synced_grad_norm(), s1[i].synced_grad_norm());
+  }
+  EXPECT_EQ(s0.back().drift(), 0.0);
+}
+
+TEST_F(TrainingLoopTest, StopFromTheCoordinatorEndsEveryRankAtTheSameStep) {
+  Watchdog watchdog(absl::Seconds(60), "stop");
+  v1::JobSpec spec = SmallSpec();
+  // The fake is created inside RunRanks; the tweak runs before its rank reports anything.
+  std::vector<RankRunResult> results =
+      RunRanks(spec, {}, [&](uint32_t, TrainingLoopOptions* options) {
+        options->reporting.max_steps = 1;  // every step is reported, so both stop after step 3
+        fake_->set_stop_at_step(3);
+      });
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(results[rank].status.code(), absl::StatusCode::kAborted) << results[rank].status;
+    EXPECT_THAT(std::string(results[rank].status.message()),
+                HasSubstr("stopped by the coordinator: cancelled by the test"));
+    EXPECT_EQ(fake_->steps(rank).back().step(), 3u);
+  }
+}
+
+TEST_F(TrainingLoopTest, MutatedSpecJoinsWithAnotherFingerprint) {
+  v1::JobSpec spec = SmallSpec();
+  std::vector<RankRunResult> results =
+      RunRanks(spec, {1}, [](uint32_t, TrainingLoopOptions* options) {
+        options->mutate_spec_for_test = true;
+      });
+  EXPECT_EQ(results[1].status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(results[1].status.message()), HasSubstr("rank 1: joining"));
+  EXPECT_NE(fake_->join(1).spec_fingerprint(), JobSpecFingerprint(spec));
+  ASSERT_EQ(fake_->finishes(1).size(), 1u);
+  EXPECT_FALSE(fake_->finishes(1)[0].ok());
+}
+
+TEST_F(TrainingLoopTest, CrashFaultFiresOnItsRankAtItsStep) {
+  Watchdog watchdog(absl::Seconds(60), "crash");
+  v1::JobSpec spec = SmallSpec();
+  spec.set_world_size(1);
+  spec.mutable_model()->mutable_faults()->set_crash_rank(0);
+  spec.mutable_model()->mutable_faults()->set_crash_at_step(4);
+  std::vector<uint64_t> crashed_at;
+  std::vector<RankRunResult> results =
+      RunRanks(spec, {}, [&](uint32_t, TrainingLoopOptions* options) {
+        options->crash = [&](uint64_t step) {
+          crashed_at.push_back(step);
+          return absl::InternalError("crashed on purpose");
+        };
+      });
+  EXPECT_THAT(crashed_at, ::testing::ElementsAre(4u));
+  EXPECT_EQ(results[0].status.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(results[0].status.message()), HasSubstr("rank 0, step 4 (epoch 0)"));
+  EXPECT_EQ(fake_->steps(0).size(), 3u);
+}
+
+TEST_F(TrainingLoopTest, BatchLargerThanTheShardIsRejectedNamingTheFields) {
+  v1::JobSpec spec = SmallSpec();
+  spec.set_world_size(1);
+  spec.set_batch_size(1024);
+  spec.mutable_sync()->set_gradient_accumulation_steps(2);
+  std::vector<RankRunResult> results = RunRanks(spec);
+  EXPECT_EQ(results[0].status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(results[0].status.message()),
+              HasSubstr("batch_size x sync.gradient_accumulation_steps"));
+}
+
+TEST_F(TrainingLoopTest, PeerFailureWaitsForTheCulpritsReportBeforeReporting) {
+  v1::JobSpec spec = SmallSpec();
+  std::vector<absl::Duration> waits;
+  std::vector<RankRunResult> results =
+      RunRanks(spec, {0}, [&](uint32_t, TrainingLoopOptions* options) {
+        fake_->set_over_after_probes(3);
+        options->victim_report_delay = absl::Seconds(2);
+        options->victim_probe_interval = absl::Milliseconds(100);
+        options->sleep = [&](absl::Duration d) { waits.push_back(d); };
+        options->make_collective = [](const v1::Assignment&, const ComputePlacement&)
+            -> absl::StatusOr<std::unique_ptr<Collective>> {
+          return absl::UnavailableError("Connection closed by peer");
+        };
+      });
+  EXPECT_EQ(results[0].status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(fake_->probes(), 3);  // stopped probing once the attempt was over
+  EXPECT_EQ(waits.size(), 2u);
+  ASSERT_EQ(fake_->finishes(0).size(), 1u);
+  EXPECT_FALSE(fake_->finishes(0)[0].ok());
+}
+
+TEST_F(TrainingLoopTest, PeerFailureReportsAfterTheDelayWhenNobodyElseDoes) {
+  v1::JobSpec spec = SmallSpec();
+  std::vector<absl::Duration> waits;
+  std::vector<RankRunResult> results =
+      RunRanks(spec, {0}, [&](uint32_t, TrainingLoopOptions* options) {
+        options->victim_report_delay = absl::Milliseconds(500);
+        options->victim_probe_interval = absl::Milliseconds(100);
+        options->sleep = [&](absl::Duration d) { waits.push_back(d); };
+        options->make_collective = [](const v1::Assignment&, const ComputePlacement&)
+            -> absl::StatusOr<std::unique_ptr<Collective>> {
+          return absl::DeadlineExceededError("rank 1 never showed up");
+        };
+      });
+  EXPECT_EQ(waits.size(), 5u);
+  ASSERT_EQ(fake_->finishes(0).size(), 1u);
+  EXPECT_THAT(fake_->finishes(0)[0].error(), HasSubstr("rank 1 never showed up"));
+}
+
+TEST_F(TrainingLoopTest, OwnFailuresAreReportedWithoutDelay) {
+  v1::JobSpec spec = SmallSpec();
+  spec.set_world_size(1);
+  spec.mutable_data()->set_dataset("no-such-set");
+  std::vector<absl::Duration> waits;
+  std::vector<RankRunResult> results =
+      RunRanks(spec, {}, [&](uint32_t, TrainingLoopOptions* options) {
+        options->sleep = [&](absl::Duration d) { waits.push_back(d); };
+      });
+  EXPECT_EQ(results[0].status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(results[0].status.message()), HasSubstr("data.dataset"));
+  EXPECT_TRUE(waits.empty());
+  EXPECT_EQ(fake_->probes(), 0);
+}
+
+}  // namespace
+}  // namespace ringleader

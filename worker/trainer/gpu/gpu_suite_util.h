@@ -1,0 +1,68 @@
+// Helpers shared by the GPU suites (trainer and NCCL): CUDA result assertions, the suites' SGD
+// settings, a device buffer freed at scope exit, and the largest parameter difference.
+#ifndef RINGLEADER_WORKER_TRAINER_GPU_GPU_SUITE_UTIL_H_
+#define RINGLEADER_WORKER_TRAINER_GPU_GPU_SUITE_UTIL_H_
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "worker/trainer/mlp.h"
+#include "worker/trainer/sgd.h"
+
+namespace ringleader {
+namespace gpu {
+
+#define ASSERT_CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
+#define EXPECT_CUDA_OK(expr) EXPECT_EQ((expr), cudaSuccess) << #expr
+
+inline SgdOptions TestSgd() {
+  SgdOptions o;
+  o.lr = 0.05;
+  o.momentum = 0.9;
+  o.weight_decay = 5e-4;
+  return o;
+}
+
+// A device copy of a host vector, freed at scope exit.
+template <typename T>
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t n) : n_(n) { cudaMalloc(&ptr_, std::max<size_t>(n, 1) * sizeof(T)); }
+  explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) {
+    cudaMemcpy(ptr_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  ~DeviceBuffer() { cudaFree(ptr_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  T* get() const { return static_cast<T*>(ptr_); }
+  std::vector<T> ToHost() const {
+    std::vector<T> out(n_);
+    cudaDeviceSynchronize();
+    cudaMemcpy(out.data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost);
+    return out;
+  }
+
+ private:
+  size_t n_;
+  void* ptr_ = nullptr;
+};
+
+// Largest |a - b| over every parameter.
+inline double MaxParamDiff(const Mlp& a, const Mlp& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.parameters().size(); ++i) {
+    for (size_t k = 0; k < a.parameters()[i].count; ++k) {
+      worst = std::max(worst, std::abs(static_cast<double>(a.param(i)[k]) - b.param(i)[k]));
+    }
+  }
+  return worst;
+}
+
+}  // namespace gpu
+}  // namespace ringleader
+
+#endif  // RINGLEADER_WORKER_TRAINER_GPU_GPU_SUITE_UTIL_H_

@@ -1,0 +1,287 @@
+// The GPU trainer suite: the CUDA trainer against the CPU trainer. Every test starts with
+// RL_SKIP_WITHOUT_GPU, so on a machine without a GPU the whole suite skips with "no GPU: <reason>"
+// (and fails under RL_REQUIRE_GPU=1). Run on a GPU node:
+//   bazel test --config=gpu //worker/trainer/gpu:gpu_trainer_suite_test
+// Tolerances: worker/trainer/gpu_tolerances.h (docs/gpu.md explains them).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/gpu/gpu_test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/collective/bf16.h"
+#include "worker/data/dataset.h"
+#include "worker/trainer/gpu/gpu_mlp.h"
+#include "worker/trainer/gpu/gpu_sgd.h"
+#include "worker/trainer/gpu/gpu_suite_util.h"
+#include "worker/trainer/gpu_tolerances.h"
+#include "worker/trainer/host_reference_mlp.h"
+#include "worker/trainer/mlp.h"
+#include "worker/trainer/norm.h"
+#include "worker/trainer/sgd.h"
+
+namespace ringleader {
+namespace gpu {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<float> ParamsOf(const Mlp& m, size_t i) {
+  return std::vector<float>(m.param(i), m.param(i) + m.parameters()[i].count);
+}
+
+// gpu_suite_util.h has the Mlp-against-Mlp form.
+using ::ringleader::gpu::MaxParamDiff;
+
+double MaxParamDiff(const Mlp& a, HostReferenceMlp& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.parameters().size(); ++i) {
+    for (size_t k = 0; k < a.parameters()[i].count; ++k) {
+      worst = std::max(worst, std::abs(static_cast<double>(a.param(i)[k]) - b.params()[i][k]));
+    }
+  }
+  return worst;
+}
+
+void CpuStep(Mlp& m, SgdOptimizer& opt) {
+  std::vector<float*> p;
+  std::vector<const float*> g;
+  for (size_t i = 0; i < m.parameters().size(); ++i) {
+    p.push_back(m.param(i));
+    g.push_back(m.grad(i));
+  }
+  opt.Step(p, g, std::vector<bool>(p.size(), true));
+}
+
+TEST(GpuSuite, InitialParametersAreTheCpuModelsBitForBit) {
+  RL_SKIP_WITHOUT_GPU(1);
+  Mlp cpu({20, 16, 5}, /*seed=*/4);
+  auto gpu = GpuMlp::Create(cpu, {});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  Mlp copy({20, 16, 5}, /*seed=*/99);  // different values until overwritten
+  ASSERT_TRUE((*gpu)->CopyParametersTo(copy).ok());
+  for (size_t i = 0; i < cpu.parameters().size(); ++i) {
+    EXPECT_EQ(ParamsOf(copy, i), ParamsOf(cpu, i)) << cpu.parameters()[i].name;
+  }
+  EXPECT_EQ((*gpu)->parameters().size(), cpu.parameters().size());
+  EXPECT_EQ((*gpu)->parameters()[2].name, "fc2.weight");
+}
+
+// fp32: every step's loss, every gradient and the parameters after every step within
+// gpu_tolerances.h's fp32 bounds, and gradients ready in the CPU's order.
+TEST(GpuSuite, Fp32TrainerTracksTheCpuTrainerStepByStep) {
+  RL_SKIP_WITHOUT_GPU(1);
+  const std::vector<size_t> layers = {64, 96, 48, 10};
+  const Dataset data = MakeSyntheticDataset(320, layers[0], 10, 21);
+  Mlp cpu(layers, /*seed=*/5);
+  auto gpu_or = GpuMlp::Create(cpu, {});
+  ASSERT_TRUE(gpu_or.ok()) << gpu_or.status();
+  GpuMlp& gpu = **gpu_or;
+  auto gpu_opt = GpuSgdOptimizer::Create(gpu.parameters(), TestSgd(), 0, gpu.stream());
+  ASSERT_TRUE(gpu_opt.ok()) << gpu_opt.status();
+  SgdOptimizer cpu_opt(cpu.parameters(), TestSgd());
+  Mlp gpu_params(layers, 5);
+  constexpr size_t kBatch = 32;
+  for (int step = 0; step < 10; ++step) {
+    const size_t start = step * kBatch % data.size;
+    std::vector<size_t> cpu_order, gpu_order;
+    BackwardOptions cpu_opts, gpu_opts;
+    cpu_opts.on_ready = [&](size_t i) { cpu_order.push_back(i); };
+    gpu_opts.on_ready = [&](size_t i) { gpu_order.push_back(i); };
+    cpu.ZeroGradients();
+    ASSERT_TRUE(gpu.ZeroGradients().ok());
+    const double cpu_loss =
+        *cpu.ForwardBackward(data.example(start), &data.y[start], kBatch, cpu_opts);
+    auto gpu_loss = gpu.ForwardBackward(data.example(start), &data.y[start], kBatch, gpu_opts);
+    ASSERT_TRUE(gpu_loss.ok()) << gpu_loss.status();
+    EXPECT_LE(std::abs(*gpu_loss - cpu_loss), kFp32Rtol * std::abs(cpu_loss)) << "step " << step;
+    EXPECT_EQ(gpu_order, cpu_order);
+    std::vector<const float*> cpu_grads;
+    for (size_t i = 0; i < cpu.parameters().size(); ++i) {
+      auto g = gpu.CopyGradientToHost(i);
+      ASSERT_TRUE(g.ok()) << g.status();
+      for (size_t k = 0; k < g->size(); ++k) {
+        const double c = cpu.grad(i)[k];
+        ASSERT_LE(std::abs((*g)[k] - c), kFp32GradAtol + kFp32Rtol * std::abs(c))
+            << "step " << step << " " << cpu.parameters()[i].name << "[" << k << "]";
+      }
+      cpu_grads.push_back(cpu.grad(i));
+    }
+    auto norm = gpu.GradNorm();
+    ASSERT_TRUE(norm.ok()) << norm.status();
+    std::vector<size_t> counts;
+    for (const ParameterInfo& p : cpu.parameters()) counts.push_back(p.count);
+    const double cpu_norm = L2Norm(cpu_grads, counts);
+    EXPECT_LE(std::abs(*norm - cpu_norm), kFp32Rtol * cpu_norm);
+
+    CpuStep(cpu, cpu_opt);
+    ASSERT_TRUE((*gpu_opt)
+                    ->Step(gpu.param_ptrs(), gpu.grad_ptrs(),
+                           std::vector<bool>(cpu.parameters().size(), true))
+                    .ok());
+    ASSERT_TRUE(gpu.CopyParametersTo(gpu_params).ok());
+    EXPECT_LE(MaxParamDiff(gpu_params, cpu), kFp32ParamAtol) << "after step " << step;
+  }
+}
+
+// The SGD kernel runs sgd_math.h's update without FMA contraction: same inputs, same bits.
+TEST(GpuSuite, GpuSgdMatchesCpuSgdBitForBit) {
+  RL_SKIP_WITHOUT_GPU(1);
+  std::vector<ParameterInfo> infos = {{"a", {1000}, 1000}, {"b", {37}, 37}};
+  std::mt19937_64 rng(8);
+  auto random = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = static_cast<float>(static_cast<int64_t>(rng() % 2001) - 1000) / 997.0f;
+    return v;
+  };
+  for (bool nesterov : {false, true}) {
+    SgdOptions o = TestSgd();
+    o.nesterov = nesterov;
+    std::vector<std::vector<float>> cpu_params = {random(1000), random(37)};
+    DeviceBuffer<float> pa(cpu_params[0]), pb(cpu_params[1]);
+    cudaStream_t stream;
+    ASSERT_CUDA_OK(cudaStreamCreate(&stream));
+    auto gpu_opt = GpuSgdOptimizer::Create(infos, o, 0, stream);
+    ASSERT_TRUE(gpu_opt.ok());
+    SgdOptimizer cpu_opt(infos, o);
+    for (int step = 0; step < 3; ++step) {
+      std::vector<std::vector<float>> grads = {random(1000), random(37)};
+      DeviceBuffer<float> ga(grads[0]), gb(grads[1]);
+      // Parameter b has no gradient at step 0: its momentum buffer starts at step 1.
+      const std::vector<bool> has_grad = {true, step > 0};
+      cpu_opt.Step({cpu_params[0].data(), cpu_params[1].data()}, {grads[0].data(), grads[1].data()},
+                   has_grad);
+      ASSERT_TRUE((*gpu_opt)->Step({pa.get(), pb.get()}, {ga.get(), gb.get()}, has_grad).ok());
+      ASSERT_CUDA_OK(cudaStreamSynchronize(stream));
+      EXPECT_EQ(pa.ToHost(), cpu_params[0]) << "nesterov " << nesterov << " step " << step;
+      EXPECT_EQ(pb.ToHost(), cpu_params[1]) << "nesterov " << nesterov << " step " << step;
+    }
+    auto buffers = (*gpu_opt)->CopyMomentumBuffersToHost();
+    ASSERT_TRUE(buffers.ok());
+    EXPECT_EQ(*buffers, cpu_opt.momentum_buffers());
+    gpu_opt->reset();
+    cudaStreamDestroy(stream);
+  }
+}
+
+// Accumulation, loss_scale and the skip list behave like the CPU Mlp's.
+TEST(GpuSuite, AccumulationLossScaleAndSkipMatchTheCpuMlp) {
+  RL_SKIP_WITHOUT_GPU(1);
+  const std::vector<size_t> layers = {16, 12, 4};
+  const Dataset data = MakeSyntheticDataset(32, 16, 4, 3);
+  Mlp cpu(layers, 2);
+  auto gpu = GpuMlp::Create(cpu, {});
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  BackwardOptions opts;
+  opts.loss_scale = 0.5f;
+  opts.skip = {false, false, true, false};  // fc2.weight gets nothing
+  std::vector<size_t> ready;
+  opts.on_ready = [&](size_t i) { ready.push_back(i); };
+  for (size_t micro = 0; micro < 2; ++micro) {
+    ASSERT_TRUE(cpu.ForwardBackward(data.example(micro * 8), &data.y[micro * 8], 8, opts).ok());
+    ASSERT_TRUE((*gpu)->ForwardBackward(data.example(micro * 8), &data.y[micro * 8], 8, opts).ok());
+  }
+  // fc2.bias, (fc2.weight skipped), fc1.bias, fc1.weight; CPU then GPU, per micro-batch.
+  EXPECT_EQ(ready, (std::vector<size_t>{3, 1, 0, 3, 1, 0, 3, 1, 0, 3, 1, 0}));
+  for (size_t i = 0; i < 4; ++i) {
+    auto g = (*gpu)->CopyGradientToHost(i);
+    ASSERT_TRUE(g.ok());
+    for (size_t k = 0; k < g->size(); ++k) {
+      const double c = cpu.grad(i)[k];
+      EXPECT_LE(std::abs((*g)[k] - c), kFp32GradAtol + kFp32Rtol * std::abs(c)) << i << "," << k;
+    }
+  }
+  auto skipped = (*gpu)->CopyGradientToHost(2);
+  EXPECT_EQ(*skipped, std::vector<float>(skipped->size(), 0.0f));
+  std::vector<int32_t> bad(8, 0);
+  bad[5] = 4;
+  EXPECT_EQ((*gpu)->ForwardBackward(data.example(0), bad.data(), 8, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(GpuSuite, BoundGradientsAreWrittenIntoTheCallersMemory) {
+  RL_SKIP_WITHOUT_GPU(1);
+  const Dataset data = MakeSyntheticDataset(8, 10, 3, 6);
+  Mlp cpu({10, 6, 3}, 7);
+  auto gpu = GpuMlp::Create(cpu, {});
+  ASSERT_TRUE(gpu.ok());
+  ASSERT_TRUE((*gpu)->ForwardBackward(data.example(0), data.y.data(), 8, {}).ok());
+  std::vector<std::vector<float>> own;
+  for (size_t i = 0; i < 4; ++i) own.push_back(*(*gpu)->CopyGradientToHost(i));
+  DeviceBuffer<float> flat((*gpu)->parameter_count());
+  std::vector<float*> slots;
+  size_t offset = 0;
+  for (const ParameterInfo& p : (*gpu)->parameters()) {
+    slots.push_back(flat.get() + offset);
+    offset += p.count;
+  }
+  (*gpu)->BindGradients(slots);
+  ASSERT_TRUE((*gpu)->ZeroGradients().ok());
+  ASSERT_TRUE((*gpu)->ForwardBackward(data.example(0), data.y.data(), 8, {}).ok());
+  const std::vector<float> bucket = flat.ToHost();
+  offset = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(std::vector<float>(bucket.begin() + offset, bucket.begin() + offset + own[i].size()),
+              own[i]);
+    offset += own[i].size();
+  }
+}
+
+// bf16 mixed precision: close to the host emulation of the same roundings, and within the
+// documented distance of the fp32 CPU trainer (the model and steps the host test calibrated).
+TEST(GpuSuite, Bf16TrainerTracksTheEmulationAndStaysNearFp32) {
+  RL_SKIP_WITHOUT_GPU(1);
+  const std::vector<size_t> layers = {12, 16, 8, 4};
+  const Dataset data = MakeSyntheticDataset(64, layers[0], 4, 5);
+  Mlp cpu(layers, /*seed=*/9);
+  HostReferenceMlp emulation(cpu, /*bf16=*/true);
+  GpuMlpOptions options;
+  options.precision = Precision::kBf16;
+  auto gpu = GpuMlp::Create(cpu, options);
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  auto gpu_opt = GpuSgdOptimizer::Create((*gpu)->parameters(), TestSgd(), 0, (*gpu)->stream());
+  ASSERT_TRUE(gpu_opt.ok());
+  SgdOptimizer cpu_opt(cpu.parameters(), TestSgd());
+  SgdOptimizer emu_opt(cpu.parameters(), TestSgd());
+  Mlp gpu_params(layers, 9);
+  constexpr size_t kBatch = 8;
+  for (int step = 0; step < 10; ++step) {
+    const size_t start = step * kBatch % data.size;
+    cpu.ZeroGradients();
+    emulation.ZeroGradients();
+    ASSERT_TRUE((*gpu)->ZeroGradients().ok());
+    const double cpu_loss = *cpu.ForwardBackward(data.example(start), &data.y[start], kBatch, {});
+    const double emu_loss =
+        emulation.ForwardBackward(data.example(start), &data.y[start], kBatch, 1.0f, nullptr);
+    auto gpu_loss = (*gpu)->ForwardBackward(data.example(start), &data.y[start], kBatch, {});
+    ASSERT_TRUE(gpu_loss.ok()) << gpu_loss.status();
+    EXPECT_LE(std::abs(*gpu_loss - emu_loss), kBf16VsEmulationLossRtol * emu_loss) << step;
+    EXPECT_LE(std::abs(*gpu_loss - cpu_loss), kBf16LossRtol * cpu_loss) << step;
+    CpuStep(cpu, cpu_opt);
+    std::vector<float*> ep;
+    std::vector<const float*> eg;
+    for (size_t i = 0; i < layers.size() * 2 - 2; ++i) {
+      ep.push_back(emulation.params()[i].data());
+      eg.push_back(emulation.grads()[i].data());
+    }
+    emu_opt.Step(ep, eg, std::vector<bool>(ep.size(), true));
+    ASSERT_TRUE(
+        (*gpu_opt)
+            ->Step((*gpu)->param_ptrs(), (*gpu)->grad_ptrs(), std::vector<bool>(ep.size(), true))
+            .ok());
+    ASSERT_TRUE((*gpu)->CopyParametersTo(gpu_params).ok());
+    EXPECT_LE(MaxParamDiff(gpu_params, emulation), kBf16VsEmulationParamAtol) << step;
+    EXPECT_LE(MaxParamDiff(gpu_params, cpu), kBf16ParamAtol) << step;
+  }
+}
+
+}  // namespace
+}  // namespace gpu
+}  // namespace ringleader
