@@ -108,7 +108,7 @@ constraint_value(name = "cuda_toolkit_present", constraint_setting = ":cuda_tool
 cc_library(name = "headers", target_compatible_with = [":cuda_toolkit_present"])
 cc_library(name = "cuda", target_compatible_with = [":cuda_toolkit_present"])
 cc_library(name = "nccl", target_compatible_with = [":cuda_toolkit_present"])
-filegroup(name = "nvcc", srcs = [], target_compatible_with = [":cuda_toolkit_present"])
+genrule(name = "nvcc", outs = ["nvcc_not_found"], cmd = "exit 1", target_compatible_with = [":cuda_toolkit_present"])
 """.format(root = root, env = _CUDA_PATH_ENV))
         return
     ctx.symlink(root + "/include", "include")
