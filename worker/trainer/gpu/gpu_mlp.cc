@@ -92,12 +92,16 @@ absl::Status GpuMlp::Init(const Mlp& initial) {
     param_ptrs_.push_back(params_ + offset);
     own_grad_ptrs_.push_back(own_grads_ + offset);
     if (params_bf16_ != nullptr) param_bf16_ptrs_.push_back(params_bf16_ + offset);
-    RL_CUDA_RETURN_IF_ERROR(cudaMemcpy(params_ + offset, initial.param(i),
-                                       infos_[i].count * sizeof(float), cudaMemcpyHostToDevice));
+    RL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(params_ + offset, initial.param(i),
+                                            infos_[i].count * sizeof(float),
+                                            cudaMemcpyHostToDevice, stream_));
     offset += infos_[i].count;
   }
-  RL_CUDA_RETURN_IF_ERROR(cudaMemset(own_grads_, 0, total_params_ * sizeof(float)));
+  RL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(own_grads_, 0, total_params_ * sizeof(float), stream_));
   grad_slots_ = own_grad_ptrs_;
+  // Everything is ordered on stream_ (never the legacy default stream, which does not order
+  // itself with a non-blocking stream); the model is ready once the copies have landed.
+  RL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return absl::OkStatus();
 }
 
@@ -333,12 +337,13 @@ absl::Status GpuMlp::CopyParametersTo(Mlp& host) {
     return absl::InvalidArgumentError(
         "CopyParametersTo: the host model's layers differ from the GPU model's");
   }
-  RETURN_IF_ERROR(Synchronize());
+  RL_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
   for (size_t i = 0; i < infos_.size(); ++i) {
-    RL_CUDA_RETURN_IF_ERROR(cudaMemcpy(host.param(i), param_ptrs_[i],
-                                       infos_[i].count * sizeof(float), cudaMemcpyDeviceToHost));
+    RL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.param(i), param_ptrs_[i],
+                                            infos_[i].count * sizeof(float),
+                                            cudaMemcpyDeviceToHost, stream_));
   }
-  return absl::OkStatus();
+  return Synchronize();  // the host reads the copies
 }
 
 absl::StatusOr<std::vector<float>> GpuMlp::CopyGradientToHost(size_t i) {
@@ -346,10 +351,11 @@ absl::StatusOr<std::vector<float>> GpuMlp::CopyGradientToHost(size_t i) {
     return absl::InvalidArgumentError(
         absl::StrCat("CopyGradientToHost: parameter ", i, " does not exist (", infos_.size(), ")"));
   }
-  RETURN_IF_ERROR(Synchronize());
+  RL_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
   std::vector<float> out(infos_[i].count);
-  RL_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(out.data(), grad_slots_[i], out.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  RL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.data(), grad_slots_[i], out.size() * sizeof(float),
+                                          cudaMemcpyDeviceToHost, stream_));
+  RETURN_IF_ERROR(Synchronize());  // the host reads the copy
   return out;
 }
 

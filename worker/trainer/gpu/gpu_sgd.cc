@@ -69,14 +69,16 @@ absl::Status GpuSgdOptimizer::Step(const std::vector<float*>& params,
 
 absl::StatusOr<std::vector<std::vector<float>>> GpuSgdOptimizer::CopyMomentumBuffersToHost() const {
   RL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
-  RL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   std::vector<std::vector<float>> out(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
     if (buffers_[i] == nullptr) continue;
     out[i].resize(params_[i].count);
-    RL_CUDA_RETURN_IF_ERROR(cudaMemcpy(out[i].data(), buffers_[i], out[i].size() * sizeof(float),
-                                       cudaMemcpyDeviceToHost));
+    // On the trainer's stream, after the SGD kernels that wrote the buffers.
+    RL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out[i].data(), buffers_[i],
+                                            out[i].size() * sizeof(float),
+                                            cudaMemcpyDeviceToHost, stream_));
   }
+  RL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // the host reads the copies
   return out;
 }
 
