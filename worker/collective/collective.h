@@ -11,6 +11,10 @@
 // attempt must be restarted at a higher level), INVALID_ARGUMENT (bad view or root),
 // INTERNAL (backend bug). After any error other than INVALID_ARGUMENT the Collective is dead:
 // every later call fails with the same status and a new one must be created (new rendezvous).
+//
+// Lifecycle:  created (rendezvous done) ──ops──> LIVE ──Close(timeout) ok──> CLOSED
+//                                                  ├──an op fails / Abort──> DEAD (aborted)
+//                                                  └──destroyed while live─> DEAD (aborted)
 #ifndef RINGLEADER_WORKER_COLLECTIVE_COLLECTIVE_H_
 #define RINGLEADER_WORKER_COLLECTIVE_COLLECTIVE_H_
 
@@ -90,6 +94,17 @@ class Collective {
   // (ncclCommAbort on NCCL; on gloo the transport is torn down). Idempotent; never blocks on
   // peers.
   virtual void Abort(const absl::Status& reason) = 0;
+
+  // Ends a successful attempt cleanly. Every rank calls it after its last operation (and after
+  // waiting for every Work): it waits, up to `timeout`, until all ranks have called it (a
+  // barrier), then releases the communicator gracefully (NCCL: ncclCommFinalize, which flushes
+  // the peers' pending traffic, then ncclCommDestroy). Afterwards every call fails with
+  // FAILED_PRECONDITION "closed". Failure paths do not call it: they Abort, or destroy the
+  // Collective, which aborts.
+  // Errors: the barrier's (DEADLINE_EXCEEDED when a peer never closes, UNAVAILABLE when one went
+  // away), the first error if the Collective is already dead; on any error the communicator is
+  // aborted instead.
+  virtual absl::Status Close(absl::Duration timeout) = 0;
 };
 
 }  // namespace ringleader

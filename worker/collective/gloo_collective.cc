@@ -325,6 +325,21 @@ class GlooCollective : public Collective {
                    /*runs_when_empty=*/true);
   }
 
+  absl::Status Close(absl::Duration timeout) override {
+    CollectiveOptions opts;
+    opts.timeout = timeout;
+    // A failed barrier already made its error the collective's (gloo's context is unusable
+    // after any failure); the destructor tears the transport down.
+    RETURN_IF_ERROR(Barrier(opts)->Wait());
+    // Every rank is past its last operation: later calls are refused; the destructor tears the
+    // transport down.
+    absl::MutexLock lock(&mu_);
+    aborted_ = true;
+    dead_ = absl::FailedPreconditionError(
+        absl::StrCat("gloo rank ", rank_, "/", world_size_, " closed"));
+    return absl::OkStatus();
+  }
+
   void Abort(const absl::Status& reason) override {
     std::vector<Op> cancelled;
     absl::Status status;

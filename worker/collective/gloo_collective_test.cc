@@ -395,5 +395,31 @@ TEST(GlooCollectiveTest, AbortOnHealthyCollectiveFailsLaterOperationsWithAborted
   });
 }
 
+TEST(GlooCollectiveTest, CloseWaitsForEveryRankThenRefusesLaterOperations) {
+  Watchdog watchdog(absl::Seconds(30), "close");
+  auto ranks = MustCreate(3);
+  ForEachRankInParallel(3, [&](int r) {
+    if (ranks[r] == nullptr) return;
+    std::vector<float> f(8, 1.0f);
+    ASSERT_TRUE(
+        ranks[r]->AllReduce({f.data(), f.size(), DataType::kFloat32}, ReduceOp::kSum)->Wait().ok());
+    ASSERT_TRUE(ranks[r]->Close(absl::Seconds(10)).ok());
+    absl::Status after = ranks[r]->Barrier()->Wait();
+    EXPECT_EQ(after.code(), absl::StatusCode::kFailedPrecondition) << after;
+    EXPECT_THAT(std::string(after.message()), HasSubstr("closed"));
+  });
+}
+
+TEST(GlooCollectiveTest, CloseWithAPeerThatNeverClosesFailsAtItsTimeout) {
+  Watchdog watchdog(absl::Seconds(30), "close alone");
+  GlooOptions opts = TestOptions();
+  auto ranks = MustCreate(2, opts);
+  ASSERT_NE(ranks[0], nullptr);
+  // Rank 1 never closes: rank 0's closing barrier times out, and rank 0 is dead afterwards.
+  const absl::Status closed = ranks[0]->Close(absl::Milliseconds(300));
+  EXPECT_EQ(closed.code(), absl::StatusCode::kDeadlineExceeded) << closed;
+  EXPECT_EQ(ranks[0]->Barrier()->Wait().code(), closed.code());
+}
+
 }  // namespace
 }  // namespace ringleader

@@ -77,6 +77,12 @@ class RankTrainer {
     RETURN_IF_ERROR(Annotate(Join(), absl::StrCat("rank ", rank_, ": joining")));
     RETURN_IF_ERROR(Annotate(Setup(), absl::StrCat("rank ", rank_, ": setting up")));
     absl::Status trained = Train();
+    if (trained.ok()) {
+      // Every rank has run its last collective: end the communicator gracefully (NCCL:
+      // finalize and destroy instead of abort).
+      trained = Annotate(comm_->Close(collective_timeout_),
+                         absl::StrCat("rank ", rank_, ": closing the collective"));
+    }
     if (!trained.ok()) {
       comm_->Abort(trained);  // fail whatever is still queued at once
       // Best effort: the coordinator shows the last step this rank completed.

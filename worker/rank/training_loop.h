@@ -18,7 +18,8 @@
 //       loss, examples) are all-reduced (collective_timeout_ms) and rank 0 reports the whole
 //       set's figures → EpochReport. (Rank 0 evaluating alone left its peers waiting in the
 //       next collective for the whole evaluation, past a short collective timeout.)
-//     → end: the reporter is flushed (reporting.flush_timeout); rank 0 writes
+//     → end: the collective is closed (a barrier, then NCCL's finalize and destroy; failures
+//       abort it instead); the reporter is flushed (reporting.flush_timeout); rank 0 writes
 //       <checkpoint_dir>/<job>/final.ckpt; FinishRank(ok) (RunRank).
 //
 // Gradient norms in the StepReport:

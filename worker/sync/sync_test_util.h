@@ -48,6 +48,7 @@ class FakeCollective : public Collective {
                                       const CollectiveOptions& opts) override;
   std::shared_ptr<Work> Barrier(const CollectiveOptions& opts) override;
   void Abort(const absl::Status& reason) override {}
+  absl::Status Close(absl::Duration) override { return absl::OkStatus(); }
 
   std::vector<Call> calls() const;
 

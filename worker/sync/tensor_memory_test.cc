@@ -152,6 +152,7 @@ TEST(TensorMemoryTest, MismatchNamesBackendAndBothKinds) {
     }
     std::shared_ptr<Work> Barrier(const CollectiveOptions&) override { return nullptr; }
     void Abort(const absl::Status&) override {}
+    absl::Status Close(absl::Duration) override { return absl::OkStatus(); }
   } comm;
   absl::Status s = CheckMemoryMatches(comm, nullptr, "reducer");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);

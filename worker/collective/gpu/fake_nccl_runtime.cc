@@ -36,6 +36,14 @@ void FakeNcclRuntime::set_events_complete(bool complete) {
   absl::MutexLock lock(&mu_);
   events_complete_ = complete;
 }
+void FakeNcclRuntime::set_finalize_result(ncclResult_t r) {
+  absl::MutexLock lock(&mu_);
+  finalize_result_ = r;
+}
+void FakeNcclRuntime::set_finalize_polls(int n) {
+  absl::MutexLock lock(&mu_);
+  finalize_polls_ = n;
+}
 void FakeNcclRuntime::CompleteEvents() {
   absl::MutexLock lock(&mu_);
   pending_events_.clear();
@@ -56,6 +64,19 @@ std::vector<std::string> FakeNcclRuntime::calls() const {
 int FakeNcclRuntime::abort_calls() const {
   absl::MutexLock lock(&mu_);
   return abort_calls_;
+}
+int FakeNcclRuntime::finalize_calls() const {
+  absl::MutexLock lock(&mu_);
+  return finalize_calls_;
+}
+int FakeNcclRuntime::destroy_calls() const {
+  absl::MutexLock lock(&mu_);
+  return destroy_calls_;
+}
+void FakeNcclRuntime::ClearObservations() {
+  absl::MutexLock lock(&mu_);
+  calls_.clear();
+  ops_.clear();
 }
 int FakeNcclRuntime::init_calls() const {
   absl::MutexLock lock(&mu_);
@@ -133,6 +154,24 @@ ncclResult_t FakeNcclRuntime::CommAbort(ncclComm_t) {
   absl::MutexLock lock(&mu_);
   calls_.push_back("CommAbort");
   ++abort_calls_;
+  return ncclSuccess;
+}
+
+ncclResult_t FakeNcclRuntime::CommFinalize(ncclComm_t) {
+  absl::MutexLock lock(&mu_);
+  calls_.push_back("CommFinalize");
+  ++finalize_calls_;
+  if (finalize_result_ == ncclInProgress) {
+    state_ = ncclSuccess;
+    polls_left_ = finalize_polls_;
+  }
+  return finalize_result_;
+}
+
+ncclResult_t FakeNcclRuntime::CommDestroy(ncclComm_t) {
+  absl::MutexLock lock(&mu_);
+  calls_.push_back("CommDestroy");
+  ++destroy_calls_;
   return ncclSuccess;
 }
 

@@ -6,6 +6,8 @@
 //   each collective call returns op_result (default ncclInProgress, like a non-blocking
 //   communicator) and the state is IN PROGRESS for enqueue_polls polls, then ncclSuccess
 //   SetAsyncError(e): from then on CommGetAsyncError reports e
+//   CommFinalize returns finalize_result (default ncclInProgress) and the state is IN PROGRESS
+//   for finalize_polls polls (default 1), then ncclSuccess; CommDestroy succeeds
 //
 // Events recorded on any stream complete at once unless set_events_complete(false); then they
 // stay pending until CompleteEvents(). Thread-safe.
@@ -45,6 +47,8 @@ class FakeNcclRuntime : public NcclRuntime {
   void set_op_result(ncclResult_t r);          // ncclInProgress
   void set_enqueue_polls(int n);               // 1
   void set_events_complete(bool complete);     // true
+  void set_finalize_result(ncclResult_t r);    // ncclInProgress
+  void set_finalize_polls(int n);              // 1
   void CompleteEvents();
   void SetAsyncError(ncclResult_t r);
 
@@ -54,6 +58,10 @@ class FakeNcclRuntime : public NcclRuntime {
   // event 3)", "AllReduce", "CommGetAsyncError -> 7", "CommAbort".
   std::vector<std::string> calls() const;
   int abort_calls() const;
+  int finalize_calls() const;
+  int destroy_calls() const;
+  // Forgets the calls and ops recorded so far (e.g. the ones CreateNcclCollective made).
+  void ClearObservations();
   int init_calls() const;
   int last_init_blocking() const;  // config->blocking of the last init
   int last_init_rank() const;
@@ -72,6 +80,8 @@ class FakeNcclRuntime : public NcclRuntime {
                                   ncclConfig_t* config) override;
   ncclResult_t CommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) override;
   ncclResult_t CommAbort(ncclComm_t comm) override;
+  ncclResult_t CommFinalize(ncclComm_t comm) override;
+  ncclResult_t CommDestroy(ncclComm_t comm) override;
   ncclResult_t AllReduce(const void* send, void* recv, size_t count, ncclDataType_t type,
                          ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) override;
   ncclResult_t Broadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root,
@@ -102,6 +112,8 @@ class FakeNcclRuntime : public NcclRuntime {
   ncclResult_t op_result_ ABSL_GUARDED_BY(mu_) = ncclInProgress;
   int enqueue_polls_ ABSL_GUARDED_BY(mu_) = 1;
   bool events_complete_ ABSL_GUARDED_BY(mu_) = true;
+  ncclResult_t finalize_result_ ABSL_GUARDED_BY(mu_) = ncclInProgress;
+  int finalize_polls_ ABSL_GUARDED_BY(mu_) = 1;
 
   // The communicator's asynchronous state: `state_` after `polls_left_` more polls.
   ncclResult_t state_ ABSL_GUARDED_BY(mu_) = ncclSuccess;
@@ -111,6 +123,8 @@ class FakeNcclRuntime : public NcclRuntime {
   std::vector<Op> ops_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> calls_ ABSL_GUARDED_BY(mu_);
   int abort_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  int finalize_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  int destroy_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int init_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int last_init_blocking_ ABSL_GUARDED_BY(mu_) = -1;
   int last_init_rank_ ABSL_GUARDED_BY(mu_) = -1;

@@ -1,5 +1,6 @@
 #include "worker/collective/gpu/nccl_collective.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -90,6 +91,18 @@ class CommState {
     if (to_abort != nullptr) runtime_->CommAbort(to_abort);
     absl::MutexLock lock(&mu_);
     return dead_;
+  }
+
+  // Ends the communicator's life for a graceful close: from now on the state is DEAD with
+  // `closed` (so no operation can reach the communicator) and the caller owns it for
+  // ncclCommFinalize / ncclCommDestroy. nullptr if it was already dead (aborted).
+  ncclComm_t TakeForClose(absl::Status closed) {
+    absl::MutexLock lock(&mu_);
+    if (!dead_.ok()) return nullptr;
+    dead_ = std::move(closed);
+    ncclComm_t comm = comm_;
+    comm_ = nullptr;
+    return comm;
   }
 
   // Runs `call` on the communicator under the lock (NCCL calls on one communicator must not
@@ -336,6 +349,44 @@ class NcclCollective : public Collective {
     });
   }
 
+  // Barrier (every rank closes), then ncclCommFinalize (polled to completion) and
+  // ncclCommDestroy; the communicator is aborted instead if any of them fails.
+  absl::Status Close(absl::Duration timeout) override {
+    const absl::Time deadline = poller_.clock->Now() + timeout;
+    CollectiveOptions opts;
+    opts.timeout = timeout;
+    // A failed barrier has already aborted the communicator (the state is dead).
+    RETURN_IF_ERROR(Barrier(opts)->Wait());
+    ncclComm_t comm = state_->TakeForClose(absl::FailedPreconditionError(
+        absl::StrCat("rank ", rank_, ": NCCL collective closed")));
+    if (comm == nullptr) return state_->dead_status();  // aborted meanwhile
+    absl::Status finalized = Finalize(comm, deadline, timeout);
+    if (!finalized.ok()) {
+      runtime_->CommAbort(comm);
+      return WithContext(finalized, absl::StrCat("rank ", rank_, ": closing: "));
+    }
+    return WithContext(
+        NcclStatus(runtime_->CommDestroy(comm), "ncclCommDestroy(comm)", __FILE__, __LINE__),
+        absl::StrCat("rank ", rank_, ": closing: "));
+  }
+
+  // Connects the ranks within the init deadline: one all-reduce of one float. NCCL 2.28 connects
+  // lazily by default (NCCL_RUNTIME_CONNECT=1), which would charge connection set-up to the
+  // first bucket's deadline; with the warm-up the first real operation finds the peers
+  // connected in either mode. Operations are numbered from #0 after it.
+  absl::Status WarmUp(absl::Duration timeout) {
+    TensorView one{barrier_buffer_, 1, DataType::kFloat32};
+    CollectiveOptions opts;
+    opts.timeout = timeout;
+    absl::Status s = Issue("connection warm-up", "ncclAllReduce", one, opts, [=](ncclComm_t comm) {
+                       return runtime_->AllReduce(one.data, one.data, 1, ncclFloat32, ncclSum,
+                                                  comm, comm_stream_);
+                     })->Wait();
+    absl::MutexLock lock(&issue_mu_);
+    next_seq_ = 0;
+    return s;
+  }
+
   void Abort(const absl::Status& reason) override {
     state_
         ->Fail(absl::AbortedError(
@@ -376,6 +427,27 @@ class NcclCollective : public Collective {
     }
     if (!s.ok()) return Refuse(state_->Fail(WithContext(s, context)));
     return std::make_shared<NcclWork>(state_, runtime_, done, what, start, timeout, poller_);
+  }
+
+  // ncclCommFinalize on a non-blocking communicator: polled until done, failed or `deadline`.
+  absl::Status Finalize(ncclComm_t comm, absl::Time deadline, absl::Duration timeout) {
+    RL_CUDA_RETURN_IF_ERROR(runtime_->SetDevice(device_));
+    RL_NCCL_RETURN_IF_ERROR(runtime_->CommFinalize(comm));
+    while (true) {
+      ncclResult_t async = ncclSuccess;
+      RL_NCCL_RETURN_IF_ERROR(runtime_->CommGetAsyncError(comm, &async));
+      if (async == ncclSuccess) return absl::OkStatus();
+      if (async != ncclInProgress) {
+        return NcclStatus(async, "ncclCommFinalize (asynchronous result)", __FILE__, __LINE__,
+                          comm);
+      }
+      if (poller_.clock->Now() >= deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "ncclCommFinalize did not finish within ", absl::FormatDuration(timeout),
+            "; communicator aborted"));
+      }
+      poller_.sleep(poller_.interval);
+    }
   }
 
   // Orders the communication stream after the compute stream, enqueues `call` and waits until
@@ -536,6 +608,18 @@ absl::StatusOr<std::unique_ptr<Collective>> CreateNcclCollective(
   // From here on the Collective owns comm, stream and buffer; its destructor releases them.
   auto collective = std::make_unique<NcclCollective>(rank, world_size, device, options, runtime,
                                                      state, comm_stream, barrier_buffer, poller);
+  if (setup.ok()) {
+    // Within the init budget (at least one poll, so a spent budget fails rather than falling
+    // back to the collective timeout).
+    const absl::Duration left = std::max(deadline - poller.clock->Now(), options.poll_interval);
+    setup = collective->WarmUp(left);
+    if (!setup.ok()) {
+      setup = absl::Status(
+          setup.code(),
+          absl::StrCat("connecting to the other ranks: ", setup.message(),
+                       InitFailureHint(*store, key_prefix, rank, world_size)));
+    }
+  }
   if (setup.ok()) setup = PublishJoined(*store, key_prefix, rank);
   if (setup.ok() && rank == 0) {
     // Rank 0's process hosts the bootstrap root: it may go on (and possibly exit) only once

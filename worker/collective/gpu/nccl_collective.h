@@ -4,7 +4,11 @@
 // nccl_unique_id.h), creates a NON-BLOCKING communicator (ncclCommInitRankConfig with
 // config.blocking = 0) and polls ncclCommGetAsyncError until it is ready, fails, or the init
 // deadline passes — so a rank that never shows up makes the others fail with DEADLINE_EXCEEDED
-// instead of hanging, and ncclCommAbort can always tear the communicator down.
+// instead of hanging, and ncclCommAbort can always tear the communicator down. Still inside the
+// init deadline it runs a warm-up all-reduce of one float: NCCL 2.28 connects lazily by default
+// (NCCL_RUNTIME_CONNECT=1), and without the warm-up connection set-up would be charged to the
+// first gradient bucket's deadline; with it every rank is connected (in either mode) before
+// CreateNcclCollective returns.
 //
 // Streams and ordering (the caller's contract):
 //   * The caller computes on `NcclOptions::compute_stream` (the trainer's stream; nullptr = the
@@ -28,13 +32,18 @@
 // Lifecycle (one Collective per rank per job attempt):
 //
 //   CreateNcclCollective
-//     ├─ unique id / init / join fails or times out ──> error returned (communicator aborted)
+//     ├─ unique id / init / warm-up / join fails or times out ──> error (communicator aborted)
 //     └─ ok ──> LIVE ──op error / op deadline──> DEAD (ncclCommAbort once; first error kept)
-//                    └──Abort(reason)──────────> DEAD (ABORTED(reason))
+//                    ├──Abort(reason)──────────> DEAD (ABORTED(reason))
+//                    └──Close(timeout)─────────> barrier ─ok─> ncclCommFinalize (polled)
+//                                                  │            ─ok─> ncclCommDestroy ─> CLOSED
+//                                                  └─any failure──> DEAD (ncclCommAbort)
 //
-//   In DEAD every pending Work and every later call fails at once with the first error.
-//   Abort is idempotent, callable from any thread, and never waits for peers (ncclCommAbort).
-//   The destructor aborts the communicator if it is still live: Wait for every Work first.
+//   In DEAD every pending Work and every later call fails at once with the first error; in
+//   CLOSED with FAILED_PRECONDITION "closed". Abort is idempotent, callable from any thread, and
+//   never waits for peers (ncclCommAbort). A successful attempt ends with Close (finalize, then
+//   destroy); the destructor aborts the communicator if it is still live (the failure path):
+//   Wait for every Work first.
 //
 // Data types: kFloat32 -> ncclFloat32, kBFloat16 -> ncclBfloat16, kUInt8 -> ncclUint8 (NCCL has
 // no bool: carry bool buffers as uint8 and reduce them with kMax). kAvg -> ncclAvg (float types
@@ -82,10 +91,11 @@ struct NcclOptions {
 // Errors:
 //   INVALID_ARGUMENT  rank/world_size/device/timeouts out of range, empty prefix, null store;
 //   FAILED_PRECONDITION "no usable GPU: ..." (no driver / no such device);
-//   DEADLINE_EXCEEDED  rank 0's unique id never came ("rank 0 never published it"), init did
-//                      not finish (the message lists the ranks that never started init and, on
-//                      ranks != 0, names rank 0's bootstrap as the usual culprit), or (rank 0)
-//                      some rank never joined;
+//   DEADLINE_EXCEEDED  rank 0's unique id never came ("rank 0 never published it"), init or
+//                      the warm-up all-reduce ("connecting to the other ranks") did not finish
+//                      (the message lists the ranks that never started init and, on ranks != 0,
+//                      names rank 0's bootstrap as the usual culprit), or (rank 0) some rank
+//                      never joined;
 //   UNAVAILABLE        NCCL reported a remote/system error during init (a peer died; on ranks
 //                      != 0 the message names rank 0, whose process hosts the bootstrap);
 //   the store's UNAVAILABLE / FAILED_PRECONDITION; INTERNAL for other NCCL/CUDA failures.

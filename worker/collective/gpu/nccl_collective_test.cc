@@ -40,10 +40,12 @@ class NcclCollectiveTest : public ::testing::Test {
     return o;
   }
 
-  // Rank 0 of a world of one: the whole relay and init run on the calling thread.
+  // Rank 0 of a world of one: the whole relay and init run on the calling thread. The calls
+  // creation made (the warm-up all-reduce among them) are forgotten, so tests see their own.
   std::unique_ptr<Collective> CreateAlone() {
     auto c = CreateNcclCollective(store_, "job/3/", 0, 1, 0, Options(runtime_));
     EXPECT_TRUE(c.ok()) << c.status();
+    runtime_->ClearObservations();
     return c.ok() ? std::move(*c) : nullptr;
   }
 
@@ -302,6 +304,95 @@ TEST_F(NcclCollectiveTest, DestroyingTheCollectiveAbortsAndReleasesEverything) {
   EXPECT_EQ(runtime_->live_streams(), 0);
   EXPECT_EQ(runtime_->live_allocations(), 0);
   EXPECT_EQ(work->Wait().code(), absl::StatusCode::kAborted);
+}
+
+// NCCL 2.28 connects lazily by default: the warm-up all-reduce connects the ranks inside the
+// init deadline, before the rank says it joined, so the first bucket never pays for it.
+TEST_F(NcclCollectiveTest, CreateConnectsTheRanksWithAWarmUpAllReduceBeforeJoining) {
+  auto c = CreateNcclCollective(store_, "job/3/", 0, 1, 0, Options(runtime_));
+  ASSERT_TRUE(c.ok()) << c.status();
+  const std::vector<FakeNcclRuntime::Op> ops = runtime_->ops();
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].kind, "AllReduce");
+  EXPECT_EQ(ops[0].count, 1u);
+  EXPECT_EQ(ops[0].stream, runtime_->created_stream());
+  const std::vector<std::string> calls = runtime_->calls();
+  const auto init = std::find(calls.begin(), calls.end(), "CommInitRankConfig");
+  const auto warm_up = std::find(calls.begin(), calls.end(), "AllReduce");
+  EXPECT_LT(init, warm_up);
+  EXPECT_NE(warm_up, calls.end());
+  EXPECT_EQ(runtime_->abort_calls(), 0);
+  // User operations are numbered from #0 after the warm-up.
+  runtime_->set_events_complete(false);
+  CollectiveOptions opts;
+  opts.timeout = absl::Milliseconds(50);
+  const absl::Status s = (*c)->AllReduce({buf_, 4, DataType::kFloat32}, ReduceOp::kSum, opts)->Wait();
+  EXPECT_THAT(std::string(s.message()), HasSubstr("all-reduce(sum) #0 "));
+}
+
+TEST_F(NcclCollectiveTest, AWarmUpThatNeverCompletesFailsCreateWithinTheInitDeadline) {
+  runtime_->set_events_complete(false);  // the peers never connect
+  const absl::Time start = clock_.Now();
+  auto c = CreateNcclCollective(store_, "job/3/", 0, 1, 0, Options(runtime_));
+  ASSERT_EQ(c.status().code(), absl::StatusCode::kDeadlineExceeded) << c.status();
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("connecting to the other ranks"));
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("connection warm-up"));
+  EXPECT_LE(clock_.Now() - start, absl::Seconds(10) + absl::Milliseconds(20));  // init_timeout
+  EXPECT_FALSE(store_->Get(NcclJoinedKey("job/3/", 0), absl::ZeroDuration()).ok());
+  EXPECT_EQ(runtime_->abort_calls(), 1);
+  EXPECT_EQ(runtime_->live_streams(), 0);
+  EXPECT_EQ(runtime_->live_allocations(), 0);
+}
+
+// The success path: barrier, ncclCommFinalize polled to completion, ncclCommDestroy; no abort.
+TEST_F(NcclCollectiveTest, CloseFinalizesThenDestroysTheCommunicatorWithoutAborting) {
+  std::unique_ptr<Collective> c = CreateAlone();
+  ASSERT_NE(c, nullptr);
+  runtime_->set_finalize_polls(3);
+  ASSERT_TRUE(c->Close(absl::Seconds(1)).ok());
+  std::vector<std::string> calls = runtime_->calls();
+  const auto barrier = std::find(calls.begin(), calls.end(), "AllReduce");
+  const auto finalize = std::find(calls.begin(), calls.end(), "CommFinalize");
+  const auto destroy = std::find(calls.begin(), calls.end(), "CommDestroy");
+  ASSERT_NE(destroy, calls.end());
+  EXPECT_LT(barrier, finalize);
+  EXPECT_LT(finalize, destroy);
+  // Destroy only once finalize's asynchronous part is over.
+  EXPECT_EQ(*(destroy - 1), "CommGetAsyncError -> 0");
+  EXPECT_EQ(runtime_->finalize_calls(), 1);
+  EXPECT_EQ(runtime_->destroy_calls(), 1);
+  const absl::Status after = c->AllReduce({buf_, 4, DataType::kFloat32}, ReduceOp::kSum)->Wait();
+  EXPECT_EQ(after.code(), absl::StatusCode::kFailedPrecondition) << after;
+  EXPECT_THAT(std::string(after.message()), HasSubstr("closed"));
+  c.reset();
+  EXPECT_EQ(runtime_->abort_calls(), 0);
+  EXPECT_EQ(runtime_->live_streams(), 0);
+  EXPECT_EQ(runtime_->live_allocations(), 0);
+}
+
+TEST_F(NcclCollectiveTest, CloseWithAPeerThatNeverClosesAbortsInsteadOfFinalizing) {
+  std::unique_ptr<Collective> c = CreateAlone();
+  ASSERT_NE(c, nullptr);
+  runtime_->set_events_complete(false);  // the closing barrier never completes
+  const absl::Status s = c->Close(absl::Milliseconds(500));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("barrier"));
+  EXPECT_EQ(runtime_->abort_calls(), 1);
+  EXPECT_EQ(runtime_->finalize_calls(), 0);
+  EXPECT_EQ(runtime_->destroy_calls(), 0);
+}
+
+TEST_F(NcclCollectiveTest, AFinalizeThatFailsAbortsTheCommunicator) {
+  std::unique_ptr<Collective> c = CreateAlone();
+  ASSERT_NE(c, nullptr);
+  runtime_->set_finalize_result(ncclRemoteError);
+  const absl::Status s = c->Close(absl::Seconds(1));
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("rank 0: closing: "));
+  EXPECT_EQ(runtime_->abort_calls(), 1);
+  EXPECT_EQ(runtime_->destroy_calls(), 0);
+  c.reset();
+  EXPECT_EQ(runtime_->abort_calls(), 1);  // not twice
 }
 
 TEST_F(NcclCollectiveTest, NoUsableGpuIsFailedPrecondition) {

@@ -17,6 +17,8 @@ class RealRuntime : public NcclRuntime {
     return ncclCommGetAsyncError(comm, async_error);
   }
   ncclResult_t CommAbort(ncclComm_t comm) override { return ncclCommAbort(comm); }
+  ncclResult_t CommFinalize(ncclComm_t comm) override { return ncclCommFinalize(comm); }
+  ncclResult_t CommDestroy(ncclComm_t comm) override { return ncclCommDestroy(comm); }
   ncclResult_t AllReduce(const void* send, void* recv, size_t count, ncclDataType_t type,
                          ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) override {
     return ncclAllReduce(send, recv, count, type, op, comm, stream);

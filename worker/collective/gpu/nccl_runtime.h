@@ -29,8 +29,14 @@ class NcclRuntime {
                                           ncclConfig_t* config) = 0;
   // ncclCommGetAsyncError: *async_error = ncclInProgress while init or an enqueue is running.
   virtual ncclResult_t CommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) = 0;
-  // ncclCommAbort: frees the communicator without waiting for peers.
+  // ncclCommAbort: frees the communicator without waiting for peers (the failure path).
   virtual ncclResult_t CommAbort(ncclComm_t comm) = 0;
+  // ncclCommFinalize: flushes every operation issued on the communicator and tears down its
+  // connections with the peers; on a non-blocking communicator it may answer ncclInProgress,
+  // and CommGetAsyncError then reports ncclInProgress until it is done (the success path).
+  virtual ncclResult_t CommFinalize(ncclComm_t comm) = 0;
+  // ncclCommDestroy: frees a finalized communicator's local resources.
+  virtual ncclResult_t CommDestroy(ncclComm_t comm) = 0;
 
   virtual ncclResult_t AllReduce(const void* send, void* recv, size_t count, ncclDataType_t type,
                                  ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) = 0;

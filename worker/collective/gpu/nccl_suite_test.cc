@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/gpu/gpu_test_util.h"
+#include "common/ulp.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/collective/bf16.h"
@@ -83,7 +84,15 @@ TEST(GpuSuite, NcclCollectivesAcrossAllGpus) {
 
         cudaMemcpyAsync(buf.get(), pinned, kCount * sizeof(float), cudaMemcpyHostToDevice, compute);
         s = coll.AllReduce({buf.get(), kCount, DataType::kFloat32}, ReduceOp::kAvg)->Wait();
-        if (!s.ok() || buf.ToHost() != std::vector<float>(kCount, (n + 1) / 2.0f)) fail("avg");
+        // ncclAvg may scale by 1/n instead of dividing: for 5-7 ranks that rounds once
+        // differently from (n+1)/2, so the average is checked within 1 ULP.
+        if (!s.ok()) return fail("avg: " + s.ToString());
+        for (float v : buf.ToHost()) {
+          if (UlpDistance(v, (n + 1) / 2.0f) > 1) {
+            fail(absl::StrCat("avg ", v, " is more than 1 ulp from ", (n + 1) / 2.0f));
+            break;
+          }
+        }
 
         cudaMemcpyAsync(buf.get(), pinned, kCount * sizeof(float), cudaMemcpyHostToDevice, compute);
         s = coll.AllReduce({buf.get(), kCount, DataType::kFloat32}, ReduceOp::kMax)->Wait();
@@ -158,7 +167,10 @@ TEST(GpuSuite, ARankThatNeverJoinsMakesTheOthersTimeOutAndAbortCleanly) {
 
 // Two GPUs: rank 1 stays silent while rank 0 runs an all-reduce. Rank 0's Work passes its
 // deadline -> DEADLINE_EXCEEDED and ncclCommAbort. Then rank 1 issues a broadcast that can never
-// complete and aborts it, as the coordinator's abort would -> ABORTED with the reason.
+// complete and aborts it, as the coordinator's abort would. Independent of NCCL's connection
+// mode (NCCL_RUNTIME_CONNECT): the ranks connected during creation (the warm-up all-reduce), and
+// rank 1's broadcast ends either ABORTED with the reason or, when NCCL noticed rank 0's aborted
+// communicator first, UNAVAILABLE — never by a timeout, and every later call fails the same way.
 TEST(GpuSuite, ASilentPeerMakesAWorkTimeOutAndAbortEndsThePeersWork) {
   RL_SKIP_WITHOUT_GPU(2);
   auto store = std::make_shared<InMemoryKeyValueStore>();
@@ -187,13 +199,18 @@ TEST(GpuSuite, ASilentPeerMakesAWorkTimeOutAndAbortEndsThePeersWork) {
           auto work = (*c)->Broadcast({buf.get(), 16, DataType::kFloat32}, 0);
           (*c)->Abort(absl::UnavailableError("coordinator: abort the attempt"));
           results[1] = work->Wait();
+          const absl::Status later = (*c)->Barrier()->Wait();
+          if (later != results[1]) results[1] = absl::InternalError("later call: " + later.ToString());
         }
       },
       absl::Seconds(120));
   EXPECT_EQ(results[0].code(), absl::StatusCode::kDeadlineExceeded) << results[0];
   EXPECT_THAT(std::string(results[0].message()), HasSubstr("did not finish within 3s"));
-  EXPECT_EQ(results[1].code(), absl::StatusCode::kAborted) << results[1];
-  EXPECT_THAT(std::string(results[1].message()), HasSubstr("coordinator: abort the attempt"));
+  if (results[1].code() == absl::StatusCode::kAborted) {
+    EXPECT_THAT(std::string(results[1].message()), HasSubstr("coordinator: abort the attempt"));
+  } else {
+    EXPECT_EQ(results[1].code(), absl::StatusCode::kUnavailable) << results[1];
+  }
 }
 
 // Data-parallel training over NCCL on every GPU: each rank's gradient is all-reduced (kAvg) the
