@@ -122,3 +122,14 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], visibility = None
         target_compatible_with = cuda_only(),
         **kwargs
     )
+
+def gpu_product_sources(name = "product_sources"):
+    """A filegroup of the package's product sources (.cc, .cu, .h; no tests, test helpers or
+    benchmarks), which //tests/build:gpu_stream_lint_test reads."""
+    native.filegroup(
+        name = name,
+        srcs = native.glob(
+            ["*.cc", "*.cu", "*.h"],
+            exclude = ["*_benchmark.cc", "*_test.cc", "*_test_util.h", "*suite_util.h", "*suite_options.h"],
+        ),
+    )

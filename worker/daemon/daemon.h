@@ -50,8 +50,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "proto/ringleader.pb.h"
-#include "worker/daemon/child_process.h"
 #include "worker/coordinator_client/coordinator_client.h"
+#include "worker/daemon/child_process.h"
 
 namespace ringleader {
 

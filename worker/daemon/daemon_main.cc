@@ -22,8 +22,8 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "worker/daemon/daemon.h"
 #include "worker/coordinator_client/grpc_coordinator_client.h"
+#include "worker/daemon/daemon.h"
 #include "worker/daemon/worker_devices.h"
 
 ABSL_FLAG(std::string, coordinator, "", "Coordinator address, host:port (required).");

@@ -1,8 +1,8 @@
 #include "worker/daemon/worker_devices.h"
 
+#include "common/gpu/gpu_devices.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/gpu/gpu_devices.h"
 
 namespace ringleader {
 namespace {

@@ -11,8 +11,9 @@
 namespace ringleader {
 
 CollectiveFactory MakeCollectiveFactory(CoordinatorClient* client, const GlooOptions& gloo) {
-  return [client, gloo](const v1::Assignment& a, const ComputePlacement& placement)
-             -> absl::StatusOr<std::unique_ptr<Collective>> {
+  return [client, gloo](
+             const v1::Assignment& a,
+             const ComputePlacement& placement) -> absl::StatusOr<std::unique_ptr<Collective>> {
     auto store = std::make_shared<CoordinatorKeyValueStore>(client, a.job_id(), a.generation());
     const std::string prefix = absl::StrCat(a.job_id(), "/", a.generation(), "/");
     const absl::Duration collective_timeout = absl::Milliseconds(a.spec().collective_timeout_ms());

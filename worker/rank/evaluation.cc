@@ -18,10 +18,9 @@ absl::StatusOr<EvaluationTotals> EvaluateAcrossRanks(ModelRunner* runner, Collec
                                                      absl::Duration timeout) {
   ASSIGN_OR_RETURN(const Mlp::EvalResult evaluated, runner->Evaluate(shard, batch));
   // {correct, loss sum, examples}: integers below 2^24 are exact in fp32.
-  const float local[3] = {
-      static_cast<float>(std::llround(evaluated.accuracy * evaluated.examples)),
-      static_cast<float>(evaluated.loss * evaluated.examples),
-      static_cast<float>(evaluated.examples)};
+  const float local[3] = {static_cast<float>(std::llround(evaluated.accuracy * evaluated.examples)),
+                          static_cast<float>(evaluated.loss * evaluated.examples),
+                          static_cast<float>(evaluated.examples)};
   ASSIGN_OR_RETURN(StagedBytes sums, StagedBytes::Create(runner->memory(), sizeof(local)));
   std::memcpy(sums.host(), local, sizeof(local));
   CollectiveOptions options;

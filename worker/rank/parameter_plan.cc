@@ -24,8 +24,8 @@ absl::StatusOr<ParameterPlan> PlanParameters(const v1::JobSpec& spec, uint32_t r
   if (faults.unused_parameter_rank() == static_cast<int32_t>(rank)) {
     for (const std::string& name : faults.unused_parameters_on_rank()) {
       if (!known.count(name)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "model.faults.unused_parameters_on_rank: unknown parameter '", name, "'"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("model.faults.unused_parameters_on_rank: unknown parameter '", name, "'"));
       }
       unused.insert(name);
     }

@@ -14,7 +14,10 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 std::vector<ParameterInfo> Infos() {
-  return {{"fc1.weight", {2, 3}, 6}, {"fc1.bias", {2}, 2}, {"fc2.weight", {2, 2}, 4}, {"fc2.bias", {2}, 2}};
+  return {{"fc1.weight", {2, 3}, 6},
+          {"fc1.bias", {2}, 2},
+          {"fc2.weight", {2, 2}, 4},
+          {"fc2.bias", {2}, 2}};
 }
 
 TEST(ParameterPlanTest, EveryParameterIsTrainedByDefault) {
@@ -66,7 +69,8 @@ TEST(ParameterPlanTest, UnknownNamesAndAllFrozenAreSpecErrorsNamingTheField) {
   frozen_typo.mutable_model()->add_frozen_parameters("fc9.weight");
   absl::Status s = PlanParameters(frozen_typo, 0, Infos()).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("model.frozen_parameters: unknown parameter 'fc9.weight'"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("model.frozen_parameters: unknown parameter 'fc9.weight'"));
 
   v1::JobSpec unused_typo;
   unused_typo.mutable_model()->mutable_faults()->add_unused_parameters_on_rank("nope");
@@ -75,7 +79,8 @@ TEST(ParameterPlanTest, UnknownNamesAndAllFrozenAreSpecErrorsNamingTheField) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("model.faults.unused_parameters_on_rank"));
 
   v1::JobSpec all_frozen;
-  for (const ParameterInfo& info : Infos()) all_frozen.mutable_model()->add_frozen_parameters(info.name);
+  for (const ParameterInfo& info : Infos())
+    all_frozen.mutable_model()->add_frozen_parameters(info.name);
   s = PlanParameters(all_frozen, 0, Infos()).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("nothing to train"));

@@ -39,8 +39,8 @@ void StepRunner::BindGradients() {
 }
 
 absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch,
-                             const Dataset& train, const std::vector<size_t>& indices,
-                             size_t first, v1::StepReport* report) {
+                             const Dataset& train, const std::vector<size_t>& indices, size_t first,
+                             v1::StepReport* report) {
   const absl::Time start = clock_->Now();
   const int accumulation = static_cast<int>(spec_.sync().gradient_accumulation_steps());
   const size_t batch = spec_.batch_size();
@@ -126,9 +126,8 @@ absl::Status StepRunner::MeasureDriftInto(v1::StepReport* report) {
   drift_options.timeout = collective_timeout_;
   drift_options.ledger = reducer_->ledger();
   drift_options.memory = runner_->memory();
-  ASSIGN_OR_RETURN(const DriftResult drift,
-                   MeasureDrift(comm_, runner_->parameters(), runner_->parameter_ptrs(),
-                                drift_options));
+  ASSIGN_OR_RETURN(const DriftResult drift, MeasureDrift(comm_, runner_->parameters(),
+                                                         runner_->parameter_ptrs(), drift_options));
   report->set_has_drift(true);
   report->set_drift(drift.max_drift);
   report->set_drift_parameter(drift.worst_parameter);

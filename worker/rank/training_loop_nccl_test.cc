@@ -8,12 +8,12 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/gpu/gpu_devices.h"
 #include "common/job_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/collective/collective.h"
 #include "worker/coordinator_client/fake_coordinator.h"
-#include "common/gpu/gpu_devices.h"
 #include "worker/rank/gpu/gpu_model_runner.h"
 #include "worker/rank/training_loop.h"
 

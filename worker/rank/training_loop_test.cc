@@ -21,11 +21,11 @@
 #include "worker/collective/gloo_collective.h"
 #include "worker/collective/gloo_test_util.h"
 #include "worker/collective/in_memory_key_value_store.h"
+#include "worker/coordinator_client/fake_coordinator.h"
 #include "worker/data/dataset.h"
+#include "worker/rank/progress_reporter.h"
 #include "worker/trainer/mlp.h"
 #include "worker/trainer/sgd.h"
-#include "worker/coordinator_client/fake_coordinator.h"
-#include "worker/rank/progress_reporter.h"
 
 namespace ringleader {
 namespace {

@@ -1,6 +1,6 @@
 // The drift check's element arithmetic, shared by the host (tensor_memory.cc) and the CUDA
-// kernel (worker/sync/gpu/tensor_memory_kernels.cu), so a GPU rank reports the same drift figure as a
-// CPU rank for the same parameters, bit for bit.
+// kernel (worker/sync/gpu/tensor_memory_kernels.cu), so a GPU rank reports the same drift figure
+// as a CPU rank for the same parameters, bit for bit.
 #ifndef RINGLEADER_WORKER_SYNC_DRIFT_MATH_H_
 #define RINGLEADER_WORKER_SYNC_DRIFT_MATH_H_
 

@@ -20,7 +20,8 @@
 // with the data on the host; CopyFromHost's source may be reused as soon as it returns.
 //
 // Implementations: HostMemory() below (plain host memory: memset, memcpy, loops — what the
-// reducer always did, no extra copy) and gpu::CudaTensorMemory (worker/sync/gpu/cuda_tensor_memory.h).
+// reducer always did, no extra copy) and gpu::CudaTensorMemory
+// (worker/sync/gpu/cuda_tensor_memory.h).
 // Thread-safety: an implementation is used by one training thread at a time; HostMemory() is
 // stateless and may be shared.
 #ifndef RINGLEADER_WORKER_SYNC_TENSOR_MEMORY_H_

@@ -10,8 +10,8 @@
 
 #include "gtest/gtest.h"
 #include "worker/data/dataset.h"
-#include "worker/trainer/host_reference_mlp.h"
 #include "worker/trainer/gpu_tolerances.h"
+#include "worker/trainer/host_reference_mlp.h"
 #include "worker/trainer/mlp.h"
 #include "worker/trainer/norm.h"
 #include "worker/trainer/sgd.h"

@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
-#include "common/status_macros.h"
 #include "common/gpu/cuda_status.h"
+#include "common/status_macros.h"
 #include "worker/collective/gpu/nccl_unique_id.h"
 
 namespace ringleader {

@@ -61,8 +61,8 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "worker/collective/collective.h"
-#include "worker/collective/key_value_store.h"
 #include "worker/collective/gpu/nccl_runtime.h"
+#include "worker/collective/key_value_store.h"
 
 namespace ringleader {
 namespace gpu {

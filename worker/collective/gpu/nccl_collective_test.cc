@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/gpu/gpu_devices.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/collective/in_memory_key_value_store.h"
 #include "worker/collective/gpu/fake_nccl_runtime.h"
-#include "common/gpu/gpu_devices.h"
 #include "worker/collective/gpu/nccl_unique_id.h"
+#include "worker/collective/in_memory_key_value_store.h"
 #include "worker/collective/rank_threads.h"
 
 namespace ringleader {
@@ -326,7 +326,8 @@ TEST_F(NcclCollectiveTest, CreateConnectsTheRanksWithAWarmUpAllReduceBeforeJoini
   runtime_->set_events_complete(false);
   CollectiveOptions opts;
   opts.timeout = absl::Milliseconds(50);
-  const absl::Status s = (*c)->AllReduce({buf_, 4, DataType::kFloat32}, ReduceOp::kSum, opts)->Wait();
+  const absl::Status s =
+      (*c)->AllReduce({buf_, 4, DataType::kFloat32}, ReduceOp::kSum, opts)->Wait();
   EXPECT_THAT(std::string(s.message()), HasSubstr("all-reduce(sum) #0 "));
 }
 
@@ -505,7 +506,9 @@ TEST_F(NcclCollectiveTest, ARankThatNeverJoinsMakesTheOthersTimeOutAndAbortClean
 // The real runtime on a machine without a GPU (CI): a clear FAILED_PRECONDITION, before any
 // rendezvous key is written.
 TEST(NcclCollectiveRealRuntimeTest, WithoutAGpuCreateSaysNoUsableGpu) {
-  if (DetectGpus().ok()) GTEST_SKIP() << "a GPU is present: nccl_suite_test covers the real runtime";
+  if (DetectGpus().ok()) {
+    GTEST_SKIP() << "a GPU is present: nccl_suite_test covers the real runtime";
+  }
   auto store = std::make_shared<InMemoryKeyValueStore>();
   auto c = CreateNcclCollective(store, "job/real/", 0, 1, 0);
   ASSERT_EQ(c.status().code(), absl::StatusCode::kFailedPrecondition) << c.status();

@@ -21,13 +21,14 @@
 #include "worker/collective/bf16.h"
 #include "worker/collective/collective.h"
 #include "worker/collective/gpu/nccl_collective.h"
+#include "worker/collective/gpu/nccl_suite_options.h"
 #include "worker/collective/in_memory_key_value_store.h"
 #include "worker/collective/rank_threads.h"
 #include "worker/data/dataset.h"
 #include "worker/trainer/gpu/gpu_mlp.h"
-#include "worker/trainer/gpu_tolerances.h"
 #include "worker/trainer/gpu/gpu_sgd.h"
 #include "worker/trainer/gpu/gpu_suite_util.h"
+#include "worker/trainer/gpu_tolerances.h"
 #include "worker/trainer/mlp.h"
 #include "worker/trainer/norm.h"
 #include "worker/trainer/sgd.h"
@@ -45,14 +46,6 @@ struct RankResources {
   std::unique_ptr<Collective> collective;
 };
 
-NcclOptions FastNcclOptions(cudaStream_t compute) {
-  NcclOptions o;
-  o.init_timeout = absl::Seconds(60);
-  o.collective_timeout = absl::Seconds(30);
-  o.compute_stream = compute;
-  return o;
-}
-
 TEST(GpuSuite, NcclCollectivesAcrossAllGpus) {
   RL_SKIP_WITHOUT_GPU(1);
   const int n = GpuCount();
@@ -68,7 +61,7 @@ TEST(GpuSuite, NcclCollectivesAcrossAllGpus) {
         if (cudaSetDevice(r) != cudaSuccess) return fail("cudaSetDevice");
         cudaStream_t compute;
         cudaStreamCreate(&compute);
-        auto c = CreateNcclCollective(store, "suite/all/", r, n, r, FastNcclOptions(compute));
+        auto c = CreateNcclCollective(store, "suite/all/", r, n, r, SuiteNcclOptions(compute));
         if (!c.ok()) return fail(c.status().ToString());
         Collective& coll = **c;
         // Fill through the compute stream and issue at once: the collective must wait for it.
@@ -153,7 +146,7 @@ TEST(GpuSuite, ARankThatNeverJoinsMakesTheOthersTimeOutAndAbortCleanly) {
       n,
       [&](int r) {
         cudaSetDevice(r);
-        NcclOptions o = FastNcclOptions(nullptr);
+        NcclOptions o = SuiteNcclOptions(nullptr);
         o.init_timeout = absl::Seconds(5);
         results[r] = CreateNcclCollective(store, "suite/missing/", r, world, r, o).status();
       },
@@ -180,7 +173,7 @@ TEST(GpuSuite, ASilentPeerMakesAWorkTimeOutAndAbortEndsThePeersWork) {
       2,
       [&](int r) {
         cudaSetDevice(r);
-        auto c = CreateNcclCollective(store, "suite/silent/", r, 2, r, FastNcclOptions(nullptr));
+        auto c = CreateNcclCollective(store, "suite/silent/", r, 2, r, SuiteNcclOptions(nullptr));
         if (!c.ok()) {
           results[r] = c.status();
           if (r == 0) rank0_done.Notify();
@@ -200,7 +193,9 @@ TEST(GpuSuite, ASilentPeerMakesAWorkTimeOutAndAbortEndsThePeersWork) {
           (*c)->Abort(absl::UnavailableError("coordinator: abort the attempt"));
           results[1] = work->Wait();
           const absl::Status later = (*c)->Barrier()->Wait();
-          if (later != results[1]) results[1] = absl::InternalError("later call: " + later.ToString());
+          if (later != results[1]) {
+            results[1] = absl::InternalError("later call: " + later.ToString());
+          }
         }
       },
       absl::Seconds(120));
@@ -261,7 +256,7 @@ TEST(GpuSuite, DataParallelStepsOverNcclMatchTheCpuAverage) {
           return;
         }
         auto c =
-            CreateNcclCollective(store, "suite/ddp/", r, n, r, FastNcclOptions((*model)->stream()));
+            CreateNcclCollective(store, "suite/ddp/", r, n, r, SuiteNcclOptions((*model)->stream()));
         if (!c.ok()) {
           failures[r] = c.status().ToString();
           return;

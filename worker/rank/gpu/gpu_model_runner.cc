@@ -6,11 +6,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/gpu/cuda_status.h"
+#include "common/gpu/gpu_devices.h"
 #include "common/status_macros.h"
 #include "worker/checkpoint/training_state.h"
-#include "common/gpu/cuda_status.h"
 #include "worker/sync/gpu/cuda_tensor_memory.h"
-#include "common/gpu/gpu_devices.h"
 #include "worker/trainer/gpu/gpu_mlp.h"
 #include "worker/trainer/gpu/gpu_mlp_kernels.h"
 #include "worker/trainer/gpu/gpu_sgd.h"

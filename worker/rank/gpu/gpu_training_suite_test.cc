@@ -15,22 +15,22 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/gpu/gpu_test_util.h"
 #include "common/job_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/collective/gloo_collective.h"
-#include "worker/collective/in_memory_key_value_store.h"
-#include "worker/rank/cpu_model_runner.h"
-#include "worker/data/dataset.h"
-#include "worker/coordinator_client/fake_coordinator.h"
-#include "common/gpu/gpu_test_util.h"
 #include "worker/collective/gpu/nccl_collective.h"
+#include "worker/collective/in_memory_key_value_store.h"
 #include "worker/collective/rank_threads.h"
-#include "worker/trainer/gpu_tolerances.h"
+#include "worker/coordinator_client/fake_coordinator.h"
+#include "worker/data/dataset.h"
+#include "worker/rank/cpu_model_runner.h"
 #include "worker/rank/gpu/gpu_model_runner.h"
-#include "worker/sync/reducer.h"
 #include "worker/rank/training_loop.h"
+#include "worker/sync/reducer.h"
+#include "worker/trainer/gpu_tolerances.h"
 
 namespace ringleader {
 namespace {

@@ -14,17 +14,18 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/gpu/gpu_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/collective/bf16.h"
 #include "worker/collective/gloo_collective.h"
 #include "worker/collective/gloo_test_util.h"
-#include "worker/collective/in_memory_key_value_store.h"
-#include "worker/sync/gpu/cuda_tensor_memory.h"
-#include "common/gpu/gpu_test_util.h"
 #include "worker/collective/gpu/nccl_collective.h"
+#include "worker/collective/gpu/nccl_suite_options.h"
+#include "worker/collective/in_memory_key_value_store.h"
 #include "worker/collective/rank_threads.h"
 #include "worker/sync/drift.h"
+#include "worker/sync/gpu/cuda_tensor_memory.h"
 #include "worker/sync/reducer.h"
 #include "worker/sync/tensor_memory.h"
 
@@ -188,14 +189,6 @@ std::vector<std::vector<float>> RunReducer(Collective* comm, TensorMemory* memor
   return out;
 }
 
-NcclOptions SuiteNccl(cudaStream_t stream) {
-  NcclOptions o;
-  o.init_timeout = absl::Seconds(60);
-  o.collective_timeout = absl::Seconds(30);
-  o.compute_stream = stream;
-  return o;
-}
-
 TEST(CudaMemorySuite, ReducerOverCudaMemoryEqualsTheHostReducer) {
   RL_SKIP_WITHOUT_GPU(1);
   const int n = GpuCount();
@@ -219,7 +212,7 @@ TEST(CudaMemorySuite, ReducerOverCudaMemoryEqualsTheHostReducer) {
         [&](int r) {
           RankDevice dev(r);
           auto comm = CreateNcclCollective(store, absl::StrCat("suite/reducer/", c.name, "/"), r, n,
-                                           r, SuiteNccl(dev.stream));
+                                           r, SuiteNcclOptions(dev.stream));
           if (!comm.ok()) {
             device_errors[r] = comm.status().ToString();
             return;
@@ -278,7 +271,8 @@ TEST(CudaMemorySuite, DriftOverCudaMemoryEqualsHostDrift) {
       n,
       [&](int r) {
         RankDevice dev(r);
-        auto comm = CreateNcclCollective(store, "suite/drift/", r, n, r, SuiteNccl(dev.stream));
+        auto comm =
+            CreateNcclCollective(store, "suite/drift/", r, n, r, SuiteNcclOptions(dev.stream));
         if (!comm.ok()) {
           device[r] = comm.status();
           return;

@@ -3,11 +3,11 @@
 #include <cuda_runtime.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
 #include "common/gpu/cuda_status.h"
-#include "worker/trainer/gpu/gpu_mlp_kernels.h"
-#include "worker/sync/gpu/tensor_memory_kernels.h"
+#include "common/status_macros.h"
 #include "worker/sync/drift_math.h"
+#include "worker/sync/gpu/tensor_memory_kernels.h"
+#include "worker/trainer/gpu/gpu_mlp_kernels.h"
 
 namespace ringleader {
 namespace gpu {

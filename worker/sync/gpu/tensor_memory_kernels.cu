@@ -2,8 +2,8 @@
 // drift_math.h's arithmetic (the host's), so GPU and CPU ranks report the same drift.
 #include <cuda_runtime.h>
 
-#include "worker/sync/gpu/tensor_memory_kernels.h"
 #include "worker/sync/drift_math.h"
+#include "worker/sync/gpu/tensor_memory_kernels.h"
 
 namespace ringleader {
 namespace gpu {

@@ -4,9 +4,9 @@
 
 #include <string>
 
+#include "common/gpu/gpu_devices.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/gpu/gpu_devices.h"
 #include "worker/trainer/gpu/gpu_sgd.h"
 #include "worker/trainer/mlp.h"
 

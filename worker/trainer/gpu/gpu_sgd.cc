@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/status_macros.h"
 #include "common/gpu/cuda_status.h"
+#include "common/status_macros.h"
 #include "worker/trainer/gpu/gpu_mlp_kernels.h"
 #include "worker/trainer/sgd_math.h"
 
