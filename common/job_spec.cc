@@ -215,7 +215,41 @@ void ApplyJobSpecDefaults(JobSpec* spec) {
   if (!spec->has_seed()) spec->set_seed(1);
   if (!spec->has_drift_interval_steps()) spec->set_drift_interval_steps(50);
   if (!spec->has_collective_timeout_ms()) spec->set_collective_timeout_ms(60000);
+
+  v1::CheckSpec* checks = spec->mutable_checks();
+  if (checks->on_desync().empty()) checks->set_on_desync("fail");
+  if (!checks->has_grad_norm_rtol()) {
+    checks->set_grad_norm_rtol(sync->comm_dtype() == "bf16" ? 1e-4 : 1e-6);
+  }
+  if (!checks->has_drift_tolerance()) checks->set_drift_tolerance(1e-6);
+  if (!checks->has_straggler_factor()) checks->set_straggler_factor(2.0);
 }
+
+namespace {
+
+absl::Status ValidateChecks(const v1::CheckSpec& checks) {
+  if (checks.on_desync() != "fail" && checks.on_desync() != "warn") {
+    return Invalid(absl::StrCat("checks.on_desync: unknown policy '", checks.on_desync(),
+                                "' (expected fail or warn)"));
+  }
+  const auto non_negative = [](double v) { return std::isfinite(v) && v >= 0; };
+  if (!non_negative(checks.grad_norm_rtol())) {
+    return Invalid(absl::StrCat("checks.grad_norm_rtol: must be a finite number >= 0, got ",
+                                checks.grad_norm_rtol()));
+  }
+  if (!non_negative(checks.drift_tolerance())) {
+    return Invalid(absl::StrCat("checks.drift_tolerance: must be a finite number >= 0, got ",
+                                checks.drift_tolerance()));
+  }
+  if (!std::isfinite(checks.straggler_factor()) || checks.straggler_factor() <= 1) {
+    return Invalid(absl::StrCat("checks.straggler_factor: must be > 1 (a rank this many times "
+                                "slower than the median is a straggler), got ",
+                                checks.straggler_factor()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status ValidateJobSpec(const JobSpec& spec, const JobSpecLimits& limits) {
   if (spec.name().size() > kMaxNameLength) {
@@ -247,6 +281,7 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const JobSpecLimits& limits) {
   RETURN_IF_ERROR(ValidateModel(spec, limits));
   RETURN_IF_ERROR(ValidateOptimizer(spec.optimizer()));
   RETURN_IF_ERROR(ValidateSync(spec.sync()));
+  RETURN_IF_ERROR(ValidateChecks(spec.checks()));
   if (spec.epochs() < 1 || spec.epochs() > limits.max_epochs) {
     return Invalid(
         absl::StrCat("epochs: must be between 1 and ", limits.max_epochs, ", got ", spec.epochs()));

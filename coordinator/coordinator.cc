@@ -116,6 +116,8 @@ void Coordinator::AssignLocked(JobRecord* job, const std::vector<WorkerRecord*>&
   status.set_generation(status.generation() + 1);
   status.clear_ranks();
   job->last_contact.clear();  // a new attempt: its rank processes have not been heard from
+  job->judge = std::make_unique<StepJudge>(static_cast<uint32_t>(ranks.size()),
+                                           StepJudgeOptionsFromSpec(status.spec()));
   std::vector<std::string> named;
   for (uint32_t r = 0; r < ranks.size(); ++r) {
     WorkerRecord* worker = ranks[r];

@@ -125,8 +125,11 @@ class Coordinator {
     std::string reason;  // why (the job's final transition), when stop
   };
   // Records the rank's latest step report (the last of `steps`) and the epoch reports (kept by
-  // epoch; a later report of an epoch replaces the earlier). Errors: NOT_FOUND (unknown job),
-  // FAILED_PRECONDITION (stale generation), INVALID_ARGUMENT (rank out of range).
+  // epoch; a later report of an epoch replaces the earlier), and feeds every step to the
+  // attempt's StepJudge (step_judge.h): its alarms, verdict and straggler scores appear in the
+  // job's status. An alarm that fails the job (checks.on_desync "fail") ends it FAILED with
+  // "check failed: KIND: <the alarm's message>" and answers stop. Errors: NOT_FOUND (unknown
+  // job), FAILED_PRECONDITION (stale generation), INVALID_ARGUMENT (rank out of range).
   absl::StatusOr<StopSignal> ReportProgress(const AttemptId& attempt, Rank rank,
                                             const std::vector<v1::StepReport>& steps,
                                             const std::vector<v1::EpochReport>& epochs);
@@ -151,7 +154,8 @@ class Coordinator {
   };
   // Applies the spec defaults, validates against options.limits and queues the job. A job
   // larger than the workers available stays QUEUED until enough register (or it is cancelled).
-  // Errors: INVALID_ARGUMENT naming the field and the fix.
+  // Errors: INVALID_ARGUMENT naming the field and the fix; FAILED_PRECONDITION for a spec with
+  // model.faults unless options.allow_fault_injection.
   absl::StatusOr<Submitted> SubmitJob(v1::JobSpec spec);
 
   // Errors: NOT_FOUND.
@@ -237,6 +241,8 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<JobRecord*> FindAttemptLocked(const AttemptId& attempt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Copies the attempt's judge's alarms, verdict and straggler scores into the job's status.
+  void PublishJudgementLocked(JobRecord* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
   Clock* const clock_;

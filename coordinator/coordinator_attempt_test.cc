@@ -173,6 +173,7 @@ TEST_F(AttemptTest, AFailureNamesTheRanksWhoseProcessWentSilent) {
   JoinBoth();
   v1::StepReport step;
   step.set_step(12);
+  step.set_collectives(2);
   ASSERT_TRUE(coordinator_.ReportProgress(attempt_, Rank(0), {step}, {}).ok());
   ASSERT_TRUE(coordinator_.ReportProgress(attempt_, Rank(1), {step}, {}).ok());
   // Rank 1's process freezes; rank 0 waits in the next collective, sending keepalives.
@@ -227,9 +228,11 @@ TEST_F(AttemptTest, ProgressKeepsLatestStepPerRankAndEpochsByEpoch) {
   v1::StepReport step1;
   step1.set_step(1);
   step1.set_loss(2.0);
+  step1.set_collectives(2);
   v1::StepReport step2;
   step2.set_step(2);
   step2.set_loss(1.5);
+  step2.set_collectives(2);
   v1::EpochReport epoch0;
   epoch0.set_epoch(0);
   epoch0.set_test_accuracy(0.5);

@@ -132,6 +132,13 @@ absl::StatusOr<Coordinator::StopSignal> Coordinator::ReportProgress(
     *job->status.mutable_ranks(static_cast<int>(rank.value()))->mutable_last_step() =
         steps.back();
   }
+  // Every step goes through the judge, not only the last of a batch.
+  std::vector<v1::Alarm> raised;
+  if (job->judge != nullptr && !steps.empty()) {
+    for (const v1::StepReport& step : steps) job->judge->Add(rank.value(), step, &raised);
+    job->judge->SetDetectedTime(absl::ToUnixMillis(clock_->Now()));
+    PublishJudgementLocked(job);
+  }
   for (const v1::EpochReport& report : epochs) {
     auto* kept = job->status.mutable_epochs();
     // Kept sorted by epoch; a later report of the same epoch replaces the earlier one.
@@ -145,7 +152,29 @@ absl::StatusOr<Coordinator::StopSignal> Coordinator::ReportProgress(
     for (int i = kept->size() - 1; i > at; --i) kept->SwapElements(i, i - 1);
   }
   MarkChangedLocked(job);
+  for (const v1::Alarm& alarm : raised) {
+    LogLocked(absl::StrCat("job ", job->status.job_id(), " alarm ",
+                           v1::Alarm::Kind_Name(alarm.kind()), ": ", alarm.message()),
+              scope.deferred());
+    if (alarm.failed_job()) {
+      // checks.on_desync "fail": a desync is a bug in the job, not a fault of a machine.
+      std::string reason = absl::StrCat("check failed: ", v1::Alarm::Kind_Name(alarm.kind()),
+                                        ": ", alarm.message());
+      EndJobLocked(job, v1::JOB_STATE_FAILED, reason, scope.deferred());
+      return StopSignal{true, std::move(reason)};
+    }
+  }
   return StopSignal{};
+}
+
+void Coordinator::PublishJudgementLocked(JobRecord* job) {
+  const StepJudge& judge = *job->judge;
+  v1::JobStatus& status = job->status;
+  status.mutable_alarms()->Clear();
+  for (const v1::Alarm& alarm : judge.alarms()) *status.add_alarms() = alarm;
+  *status.mutable_verdict() = judge.verdict();
+  status.mutable_stragglers()->Clear();
+  for (const v1::StragglerScore& score : judge.stragglers()) *status.add_stragglers() = score;
 }
 
 std::string Coordinator::SilentRanksLocked(const JobRecord& job, Rank failed) const {

@@ -12,6 +12,12 @@ absl::StatusOr<Coordinator::Submitted> Coordinator::SubmitJob(v1::JobSpec spec) 
   // Defaults and validation need no lock: the spec is still private to this call.
   ApplyJobSpecDefaults(&spec);
   if (absl::Status valid = ValidateJobSpec(spec, options_.limits); !valid.ok()) return valid;
+  if (!options_.allow_fault_injection && spec.model().has_faults() &&
+      spec.model().faults().ByteSizeLong() > 0) {
+    return absl::FailedPreconditionError(
+        "model.faults: this coordinator does not accept fault injection (tests and demos "
+        "only): drop model.faults, or start the coordinator with --allow_fault_injection");
+  }
   std::string fingerprint = JobSpecFingerprint(spec);
 
   Scope scope(this);

@@ -6,6 +6,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/ids.h"
+#include "coordinator/step_judge.h"
 #include "proto/ringleader.pb.h"
 
 namespace ringleader {
@@ -31,6 +33,10 @@ struct JobRecord {
   // When each rank's process was last heard from in the current attempt (JoinJob, any
   // ReportProgress including keepalives), by rank.
   std::map<uint32_t, absl::Time> last_contact;
+
+  // The current attempt's step judge (created on assignment); its alarms, verdict and straggler
+  // scores are copied into `status` whenever they change.
+  std::unique_ptr<StepJudge> judge;
 
   // Parked WatchJob long polls.
   struct Watcher {

@@ -43,6 +43,8 @@ ABSL_FLAG(absl::Duration, max_wait, absl::Seconds(30),
 ABSL_FLAG(absl::Duration, silent_rank_after, absl::Seconds(5),
           "When a rank fails, name the other ranks whose process has been silent this long as "
           "suspects (rank processes send a keepalive every second).");
+ABSL_FLAG(bool, allow_fault_injection, false,
+          "Accept job specs with model.faults (fault injection). Tests and demos only.");
 ABSL_FLAG(std::string, port_file, "",
           "if set, the bound host:port is written to this file (atomically) once listening");
 
@@ -92,6 +94,7 @@ int Run() {
   options.rendezvous_timeout = absl::GetFlag(FLAGS_rendezvous_timeout);
   options.max_wait = absl::GetFlag(FLAGS_max_wait);
   options.silent_rank_after = absl::GetFlag(FLAGS_silent_rank_after);
+  options.allow_fault_injection = absl::GetFlag(FLAGS_allow_fault_injection);
   for (const absl::Status& check :
        {CheckPositive("heartbeat_interval", options.heartbeat_interval),
         CheckPositive("heartbeat_timeout", options.heartbeat_timeout),

@@ -26,6 +26,9 @@ struct CoordinatorOptions {
   absl::Duration silent_rank_after = absl::Seconds(5);
   // Limits checked by SubmitJob (ValidateJobSpec).
   JobSpecLimits limits;
+  // Accept specs with model.faults (fault injection: crashes, bypassed sync, NaN losses, slow
+  // ranks). For tests and demos only; a production coordinator refuses them.
+  bool allow_fault_injection = false;
 };
 
 }  // namespace ringleader

@@ -22,7 +22,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$bin/coordinator/ringleader-coordinator" --listen=127.0.0.1:0 \
+# --allow_fault_injection: the demo may be given model.faults to show what ringleader catches.
+"$bin/coordinator/ringleader-coordinator" --listen=127.0.0.1:0 --allow_fault_injection \
   --port_file="$run_dir/coordinator.addr" 2>"$run_dir/coordinator.log" &
 pids+=($!)
 

@@ -156,7 +156,7 @@ absl::Status Cluster::StartProcesses(const ClusterOptions& options) {
   const std::string port_file = (fs::path(dir_) / "coordinator.port").string();
   absl::StatusOr<std::unique_ptr<ChildProcess>> coordinator = ChildProcess::Start(
       {RunfilePath("coordinator/ringleader-coordinator"), "--listen=127.0.0.1:0",
-       "--port_file=" + port_file,
+       "--port_file=" + port_file, "--allow_fault_injection",
        "--heartbeat_interval=" + absl::FormatDuration(options.heartbeat_interval),
        "--heartbeat_timeout=" + absl::FormatDuration(options.heartbeat_timeout)},
       (fs::path(dir_) / "coordinator.log").string());

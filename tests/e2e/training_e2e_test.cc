@@ -123,6 +123,9 @@ TEST_F(TrainingE2eTest, RankThatBypassesSyncShowsUpAsDriftNamingATensor) {
   v1::JobSpec spec = SmallSyntheticSpec("bypass-e2e");
   spec.mutable_model()->mutable_faults()->set_bypass_sync(true);
   spec.mutable_model()->mutable_faults()->set_bypass_sync_rank(1);
+  // Under "warn" the job runs to its end (under the default "fail" the coordinator stops it at
+  // step 1: checks_e2e_test).
+  spec.mutable_checks()->set_on_desync("warn");
   absl::StatusOr<std::string> job_id = cluster_->Submit(spec);
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   const JobHistory history = cluster_->WaitForEnd(*job_id, kJobTimeout);

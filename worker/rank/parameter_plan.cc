@@ -31,7 +31,9 @@ absl::StatusOr<ParameterPlan> PlanParameters(const v1::JobSpec& spec, uint32_t r
     }
   }
   ParameterPlan plan;
-  plan.bypass = faults.bypass_sync() && faults.bypass_sync_rank() == static_cast<int32_t>(rank);
+  plan.bypass_all = faults.bypass_sync_all_ranks();
+  plan.bypass = plan.bypass_all ||
+                (faults.bypass_sync() && faults.bypass_sync_rank() == static_cast<int32_t>(rank));
   plan.skip.assign(infos.size(), false);
   plan.reducer_index.assign(infos.size(), -1);
   plan.has_grad.assign(infos.size(), true);

@@ -5,6 +5,9 @@
 //                                         (requires_grad=False in DDP)
 //   unused on this rank (fault injection) in the reducer, but never marked ready here
 //   bypass_sync on this rank (fault)      steps with its local gradients (see training_loop.h)
+//   bypass_sync_all_ranks (fault)         every rank steps with its local gradients and no rank
+//                                         runs the reducer at all (the loss computed on the
+//                                         unwrapped model: no collective for gradients)
 #ifndef RINGLEADER_WORKER_RANK_PARAMETER_PLAN_H_
 #define RINGLEADER_WORKER_RANK_PARAMETER_PLAN_H_
 
@@ -22,7 +25,8 @@ struct ParameterPlan {
   std::vector<int> reducer_index;        // model parameter -> index in `trainable`, -1 = frozen
   std::vector<bool> has_grad;  // not frozen: what the optimizer steps and the synced norm covers
   std::vector<bool> skip;      // no gradient in backward on this rank (frozen or fault-unused)
-  bool bypass = false;         // model.faults.bypass_sync applies to this rank
+  bool bypass = false;         // this rank steps with its local gradients (a bypass fault)
+  bool bypass_all = false;     // model.faults.bypass_sync_all_ranks: no reducer on any rank
 };
 
 // Errors: INVALID_ARGUMENT naming model.frozen_parameters or

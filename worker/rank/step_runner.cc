@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "worker/sync/buffer_sync.h"
 #include "worker/sync/drift.h"
@@ -16,15 +19,18 @@ double Milliseconds(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
 }  // namespace
 
-StepRunner::StepRunner(const v1::JobSpec& spec, const ParameterPlan& plan, ModelRunner* runner,
-                       Collective* comm, Reducer* reducer, Clock* clock)
+StepRunner::StepRunner(const v1::JobSpec& spec, uint32_t rank, const ParameterPlan& plan,
+                       ModelRunner* runner, Collective* comm, Reducer* reducer, Clock* clock,
+                       std::function<void(absl::Duration)> sleep)
     : spec_(spec),
       plan_(plan),
       runner_(runner),
       comm_(comm),
       reducer_(reducer),
       clock_(clock),
-      collective_timeout_(absl::Milliseconds(spec.collective_timeout_ms())) {
+      collective_timeout_(absl::Milliseconds(spec.collective_timeout_ms())),
+      rank_(rank),
+      sleep_(sleep ? std::move(sleep) : [](absl::Duration d) { absl::SleepFor(d); }) {
   for (size_t i = 0; i < plan_.has_grad.size(); ++i) own_grads_.push_back(runner_->grad(i));
 }
 
@@ -44,14 +50,21 @@ absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch
   const absl::Time start = clock_->Now();
   const int accumulation = static_cast<int>(spec_.sync().gradient_accumulation_steps());
   const size_t batch = spec_.batch_size();
-  reducer_->ZeroGradients();
+  const v1::FaultSpec& faults = spec_.model().faults();
+  const int32_t rank = static_cast<int32_t>(rank_);
+  const bool slow = faults.slow_ms() > 0 && faults.slow_rank() == rank;
+  const bool nan_loss = faults.nan_loss_at_step() > 0 && faults.nan_loss_rank() == rank &&
+                        step >= faults.nan_loss_at_step();
+  // With every rank bypassing, no rank runs the reducer: no collective for the gradients.
+  const bool use_reducer = !plan_.bypass_all;
+  if (use_reducer) reducer_->ZeroGradients();
   if (plan_.bypass) RETURN_IF_ERROR(runner_->ZeroGradients());
 
   double loss_sum = 0;
   absl::Duration compute;
   for (int k = 0; k < accumulation; ++k) {
     const bool sync = k == accumulation - 1;
-    reducer_->BeginMicroBatch(k);
+    if (use_reducer) reducer_->BeginMicroBatch(k);
     const size_t begin = std::min(indices.size(), first + k * batch);
     const size_t end = std::min(indices.size(), begin + batch);
     std::vector<size_t> micro(indices.begin() + begin, indices.begin() + end);
@@ -67,27 +80,41 @@ absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch
       };
     }
     const absl::Time compute_start = clock_->Now();
-    ASSIGN_OR_RETURN(const double loss,
+    if (slow) sleep_(absl::Milliseconds(faults.slow_ms()) / accumulation);  // a straggler
+    ASSIGN_OR_RETURN(double loss,
                      runner_->ForwardBackward(x_.data(), y_.data(), micro.size(), backward));
     compute += clock_->Now() - compute_start;
+    if (nan_loss) loss = std::numeric_limits<double>::quiet_NaN();
     if (!std::isfinite(loss)) {
+      report->set_step(step);
+      report->set_total_steps(total_steps);
+      report->set_epoch(epoch);
+      report->set_loss(loss);
       return absl::FailedPreconditionError(
           absl::StrCat("loss is ", loss, ": training diverged (lower optimizer.learning_rate)"));
     }
     loss_sum += loss;
   }
-  if (plan_.bypass) RETURN_IF_ERROR(HandOverLocalGradients());
+  if (plan_.bypass && use_reducer) RETURN_IF_ERROR(HandOverLocalGradients());
+  if (!use_reducer) {
+    for (size_t i = 0; i < plan_.has_grad.size(); ++i) {
+      if (plan_.has_grad[i] && !plan_.skip[i]) runner_->NoteLocalGradient(i);
+    }
+  }
   ASSIGN_OR_RETURN(const double local_squared, runner_->TakeLocalSquaredNorm());
 
   StepSyncStats stats;
-  RETURN_IF_ERROR(reducer_->FinishStep(&stats));
-  if (reducer_->layout_changed()) BindGradients();
+  if (use_reducer) {
+    RETURN_IF_ERROR(reducer_->FinishStep(&stats));
+    if (reducer_->layout_changed()) BindGradients();
+  }
+  CollectiveLedger* ledger = use_reducer ? reducer_->ledger() : nullptr;
   BufferSyncOptions buffers;
   buffers.broadcast_buffers = spec_.sync().broadcast_buffers();
   buffers.ignore_bool_buffers = spec_.sync().ignore_bool_buffers();
   buffers.timeout = collective_timeout_;
   buffers.memory = runner_->memory();
-  RETURN_IF_ERROR(BroadcastBuffers(comm_, runner_->buffers(), buffers, reducer_->ledger()));
+  RETURN_IF_ERROR(BroadcastBuffers(comm_, runner_->buffers(), buffers, ledger));
 
   // The gradients the optimizer uses: the bucket views, or a bypassing rank's own.
   ASSIGN_OR_RETURN(const double synced_norm, runner_->GradNorm(plan_.has_grad));
@@ -124,7 +151,7 @@ absl::Status StepRunner::HandOverLocalGradients() {
 absl::Status StepRunner::MeasureDriftInto(v1::StepReport* report) {
   DriftOptions drift_options;
   drift_options.timeout = collective_timeout_;
-  drift_options.ledger = reducer_->ledger();
+  drift_options.ledger = plan_.bypass_all ? nullptr : reducer_->ledger();
   drift_options.memory = runner_->memory();
   ASSIGN_OR_RETURN(const DriftResult drift, MeasureDrift(comm_, runner_->parameters(),
                                                          runner_->parameter_ptrs(), drift_options));

@@ -15,6 +15,7 @@
 #define RINGLEADER_WORKER_RANK_STEP_RUNNER_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -31,9 +32,12 @@ namespace ringleader {
 
 class StepRunner {
  public:
-  // Nothing is owned; all must outlive the StepRunner. `spec` has its defaults applied.
-  StepRunner(const v1::JobSpec& spec, const ParameterPlan& plan, ModelRunner* runner,
-             Collective* comm, Reducer* reducer, Clock* clock);
+  // Nothing is owned; all must outlive the StepRunner. `spec` has its defaults applied; `rank`
+  // is this rank (for the step faults: slow_rank, nan_loss_rank). `sleep` performs slow_ms
+  // (empty = absl::SleepFor).
+  StepRunner(const v1::JobSpec& spec, uint32_t rank, const ParameterPlan& plan,
+             ModelRunner* runner, Collective* comm, Reducer* reducer, Clock* clock,
+             std::function<void(absl::Duration)> sleep = nullptr);
 
   // Points the model's gradients at the reducer's bucket views (frozen parameters keep the
   // runner's own slot, which nothing writes); a bypassing rank keeps its own storage. Called once
@@ -43,8 +47,9 @@ class StepRunner {
   // Step `step` (1-based) of `total_steps`, in `epoch`, on the K = gradient_accumulation_steps
   // micro-batches of `batch_size` examples of `train` starting at indices[first]. Fills the
   // report's step, loss, norms, timings and collective digest.
-  // Errors: FAILED_PRECONDITION for a non-finite loss ("training diverged") or from the reducer
-  // (unused parameters, collective desync); the runner's, reducer's and collective's errors.
+  // Errors: FAILED_PRECONDITION for a non-finite loss ("training diverged": the report then
+  // holds the step and the loss, so the caller can still send it), or from the reducer (unused
+  // parameters, collective desync); the runner's, reducer's and collective's errors.
   absl::Status Run(uint64_t step, uint64_t total_steps, uint32_t epoch, const Dataset& train,
                    const std::vector<size_t>& indices, size_t first, v1::StepReport* report);
 
@@ -64,6 +69,8 @@ class StepRunner {
   Reducer* const reducer_;
   Clock* const clock_;
   const absl::Duration collective_timeout_;
+  const uint32_t rank_;
+  const std::function<void(absl::Duration)> sleep_;
   std::vector<float*> own_grads_;  // the runner's own gradient slots (frozen parameters keep them)
   std::vector<float> x_;           // the micro-batch, reused across steps
   std::vector<int32_t> y_;

@@ -205,8 +205,8 @@ class RankTrainer {
     reducer_options.clock = clock_;
     reducer_options.memory = runner_->memory();
     ASSIGN_OR_RETURN(reducer_, Reducer::Create(comm_.get(), plan_.trainable, reducer_options));
-    steps_ = std::make_unique<StepRunner>(spec_, plan_, runner_.get(), comm_.get(), reducer_.get(),
-                                          clock_);
+    steps_ = std::make_unique<StepRunner>(spec_, rank_, plan_, runner_.get(), comm_.get(),
+                                          reducer_.get(), clock_, options_.sleep);
     steps_->BindGradients();
 
     ProgressReporterOptions reporting = options_.reporting;
@@ -258,9 +258,13 @@ class RankTrainer {
               options_.crash ? options_.crash(this_step) : DefaultCrash(this_step), where));
         }
         v1::StepReport report;
-        RETURN_IF_ERROR(Annotate(steps_->Run(this_step, total_steps, epoch, data_.train, indices,
-                                             s * accumulation * batch, &report),
-                                 where));
+        absl::Status ran = steps_->Run(this_step, total_steps, epoch, data_.train, indices,
+                                       s * accumulation * batch, &report);
+        if (!ran.ok()) {
+          // A diverged step still tells the coordinator its loss (the judge names rank and step).
+          if (report.step() == this_step) reporter_->AddStep(report).IgnoreError();
+          return Annotate(ran, where);
+        }
         step = this_step;
         const uint32_t drift_interval = spec_.drift_interval_steps();
         if (drift_interval > 0 && (step % drift_interval == 0 || step == total_steps)) {

@@ -95,7 +95,8 @@ struct TrainingLoopOptions {
   // is already over) so the job's failure names the culprit, not its first victim.
   absl::Duration victim_report_delay = absl::Seconds(2);
   absl::Duration victim_probe_interval = absl::Milliseconds(100);
-  // Performs those waits. Empty = absl::SleepFor; tests record instead.
+  // Performs those waits (and the slow_ms of a slow_rank fault). Empty = absl::SleepFor; tests
+  // record instead.
   std::function<void(absl::Duration)> sleep;
   // Test hook: called on a rank right before its epoch-end evaluation, with the epoch and how
   // many test examples that rank evaluates. Empty = nothing.

@@ -2,6 +2,7 @@
 // InMemoryKeyValueStore, and a fake coordinator that records what the ranks report.
 #include "worker/rank/training_loop.h"
 
+#include <cmath>
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -243,6 +244,46 @@ TEST_F(TrainingLoopTest, BypassedSyncOnOneRankShowsUpAsDrift) {
   // The bypassing rank steps with its local gradients.
   EXPECT_EQ(s1.back().synced_grad_norm(), s1.back().local_grad_norm());
   EXPECT_NE(s0.back().synced_grad_norm(), s1.back().synced_grad_norm());
+}
+
+// The motivating bug: every rank computes its loss on the unwrapped model. No rank runs the
+// reducer, so no collective carries gradients; each rank steps with its own and they drift.
+TEST_F(TrainingLoopTest, EveryRankBypassingSyncIssuesNoGradientCollective) {
+  Watchdog watchdog(absl::Seconds(60), "bypass all");
+  v1::JobSpec spec = SmallSpec();
+  spec.set_epochs(1);
+  spec.mutable_model()->mutable_faults()->set_bypass_sync_all_ranks(true);
+  std::vector<RankRunResult> results = RunRanks(spec);
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(results[rank].status.ok()) << results[rank].status;
+    for (const v1::StepReport& step : fake_->steps(rank)) {
+      EXPECT_EQ(step.collectives(), 0u) << "rank " << rank << " step " << step.step();
+      // The same gradients, summed in another order: equal to rounding.
+      EXPECT_NEAR(step.synced_grad_norm(), step.local_grad_norm(), 1e-9 * step.local_grad_norm())
+          << "step " << step.step();
+    }
+  }
+  const std::vector<v1::StepReport> s0 = fake_->steps(0);
+  ASSERT_FALSE(s0.empty());
+  ASSERT_TRUE(s0.back().has_drift());
+  EXPECT_GT(s0.back().drift(), 0.0);
+  EXPECT_NE(s0.back().synced_grad_norm(), fake_->steps(1).back().synced_grad_norm());
+}
+
+TEST_F(TrainingLoopTest, ANanLossIsReportedWithItsStepBeforeTheRankFails) {
+  Watchdog watchdog(absl::Seconds(60), "nan loss");
+  v1::JobSpec spec = SmallSpec();
+  spec.mutable_model()->mutable_faults()->set_nan_loss_rank(1);
+  spec.mutable_model()->mutable_faults()->set_nan_loss_at_step(3);
+  spec.set_collective_timeout_ms(2000);
+  std::vector<RankRunResult> results = RunRanks(spec);
+  EXPECT_EQ(results[1].status.code(), absl::StatusCode::kFailedPrecondition) << results[1].status;
+  EXPECT_THAT(std::string(results[1].status.message()), HasSubstr("step 3"));
+  EXPECT_THAT(std::string(results[1].status.message()), HasSubstr("training diverged"));
+  const std::vector<v1::StepReport> s1 = fake_->steps(1);
+  ASSERT_FALSE(s1.empty());
+  EXPECT_EQ(s1.back().step(), 3u);
+  EXPECT_TRUE(std::isnan(s1.back().loss()));
 }
 
 TEST_F(TrainingLoopTest, UnusedParameterWithoutFindUnusedFailsEveryRankNamingIt) {
