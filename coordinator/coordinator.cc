@@ -118,6 +118,10 @@ void Coordinator::AssignLocked(JobRecord* job, const std::vector<WorkerRecord*>&
   job->last_contact.clear();  // a new attempt: its rank processes have not been heard from
   job->judge = std::make_unique<StepJudge>(static_cast<uint32_t>(ranks.size()),
                                            StepJudgeOptionsFromSpec(status.spec()));
+  job->metrics = std::make_unique<MetricsHistory>(
+      static_cast<uint32_t>(ranks.size()),
+      static_cast<double>(status.spec().batch_size()) *
+          std::max<uint32_t>(1, status.spec().sync().gradient_accumulation_steps()));
   std::vector<std::string> named;
   for (uint32_t r = 0; r < ranks.size(); ++r) {
     WorkerRecord* worker = ranks[r];

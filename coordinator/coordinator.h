@@ -161,6 +161,9 @@ class Coordinator {
   // Errors: NOT_FOUND.
   absl::StatusOr<v1::JobStatus> GetJob(const JobId& job);
 
+  // The current attempt's per-step, per-rank metrics (metrics_history.h). Errors: NOT_FOUND.
+  absl::StatusOr<v1::GetJobMetricsResponse> GetJobMetrics(const JobId& job);
+
   // Long poll: completes with the job's status once its version exceeds `after_version`, or at
   // `deadline` with the current status. Errors: NOT_FOUND, UNAVAILABLE (shutting down).
   void WatchJobAsync(const JobId& job, uint64_t after_version, absl::Time deadline,

@@ -136,6 +136,7 @@ absl::StatusOr<Coordinator::StopSignal> Coordinator::ReportProgress(
   std::vector<v1::Alarm> raised;
   if (job->judge != nullptr && !steps.empty()) {
     for (const v1::StepReport& step : steps) job->judge->Add(rank.value(), step, &raised);
+    for (const v1::StepReport& step : steps) job->metrics->Add(rank.value(), step);
     job->judge->SetDetectedTime(absl::ToUnixMillis(clock_->Now()));
     PublishJudgementLocked(job);
   }

@@ -103,6 +103,24 @@ TEST_F(CoordinatorChecksTest, UnderWarnTheAlarmIsShownAndTheJobRunsOn) {
   EXPECT_EQ(Job(job_).verdict().result(), v1::Verdict::WARN);
 }
 
+TEST_F(CoordinatorChecksTest, EveryReportedStepOfEveryRankIsInTheMetricsHistory) {
+  const AttemptId attempt = StartJob("fail");
+  ASSERT_TRUE(coordinator_
+                  .ReportProgress(attempt, Rank(0), {Step(1, 1.0, 2.0), Step(2, 1.5, 2.5)}, {})
+                  .ok());
+  ASSERT_TRUE(coordinator_.ReportProgress(attempt, Rank(1), {Step(1, 3.0, 2.0)}, {}).ok());
+  absl::StatusOr<v1::GetJobMetricsResponse> metrics = coordinator_.GetJobMetrics(job_);
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_EQ(metrics->generation(), 1u);
+  ASSERT_EQ(metrics->points_size(), 3);
+  EXPECT_EQ(metrics->points(1).step(), 1u);
+  EXPECT_EQ(metrics->points(1).rank(), 1u);
+  EXPECT_DOUBLE_EQ(metrics->points(1).local_grad_norm(), 3.0);
+  EXPECT_EQ(metrics->points(2).step(), 2u);
+  EXPECT_EQ(coordinator_.GetJobMetrics(JobId("job-999999")).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST_F(CoordinatorChecksTest, FaultInjectionIsRefusedUnlessTheCoordinatorAllowsIt) {
   v1::JobSpec spec;
   spec.set_world_size(2);

@@ -34,6 +34,17 @@ absl::StatusOr<Coordinator::Submitted> Coordinator::SubmitJob(v1::JobSpec spec) 
   return Submitted{JobId(job->status.job_id()), std::move(fingerprint)};
 }
 
+absl::StatusOr<v1::GetJobMetricsResponse> Coordinator::GetJobMetrics(const JobId& id) {
+  Scope scope(this);
+  JobRecord* job = jobs_.Find(id);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("unknown job ", id.value()));
+  v1::GetJobMetricsResponse response;
+  response.set_job_id(job->status.job_id());
+  response.set_generation(job->status.generation());
+  if (job->metrics != nullptr) job->metrics->Export(&response);
+  return response;
+}
+
 absl::StatusOr<v1::JobStatus> Coordinator::GetJob(const JobId& id) {
   Scope scope(this);
   JobRecord* job = jobs_.Find(id);

@@ -84,6 +84,12 @@ grpc::ServerUnaryReactor* GrpcJobService::GetJob(grpc::CallbackServerContext* co
   return FinishNow(context, handler_->GetJob(*request, response));
 }
 
+grpc::ServerUnaryReactor* GrpcJobService::GetJobMetrics(grpc::CallbackServerContext* context,
+                                                        const v1::GetJobMetricsRequest* request,
+                                                        v1::GetJobMetricsResponse* response) {
+  return FinishNow(context, handler_->GetJobMetrics(*request, response));
+}
+
 grpc::ServerUnaryReactor* GrpcJobService::WatchJob(grpc::CallbackServerContext* context,
                                                    const v1::WatchJobRequest* request,
                                                    v1::WatchJobResponse* response) {

@@ -59,6 +59,9 @@ class GrpcJobService final : public v1::JobService::CallbackService {
   grpc::ServerUnaryReactor* GetJob(grpc::CallbackServerContext* context,
                                    const v1::GetJobRequest* request,
                                    v1::GetJobResponse* response) override;
+  grpc::ServerUnaryReactor* GetJobMetrics(grpc::CallbackServerContext* context,
+                                          const v1::GetJobMetricsRequest* request,
+                                          v1::GetJobMetricsResponse* response) override;
   grpc::ServerUnaryReactor* WatchJob(grpc::CallbackServerContext* context,
                                      const v1::WatchJobRequest* request,
                                      v1::WatchJobResponse* response) override;

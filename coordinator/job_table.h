@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/ids.h"
+#include "coordinator/metrics_history.h"
 #include "coordinator/step_judge.h"
 #include "proto/ringleader.pb.h"
 
@@ -37,6 +38,8 @@ struct JobRecord {
   // The current attempt's step judge (created on assignment); its alarms, verdict and straggler
   // scores are copied into `status` whenever they change.
   std::unique_ptr<StepJudge> judge;
+  // The current attempt's per-step, per-rank figures (bounded; created on assignment).
+  std::unique_ptr<MetricsHistory> metrics;
 
   // Parked WatchJob long polls.
   struct Watcher {

@@ -111,6 +111,15 @@ absl::Status RpcHandler::GetJob(const v1::GetJobRequest& request, v1::GetJobResp
   return absl::OkStatus();
 }
 
+absl::Status RpcHandler::GetJobMetrics(const v1::GetJobMetricsRequest& request,
+                                       v1::GetJobMetricsResponse* response) {
+  absl::StatusOr<v1::GetJobMetricsResponse> metrics =
+      coordinator_->GetJobMetrics(JobId(request.job_id()));
+  if (!metrics.ok()) return metrics.status();
+  *response = std::move(*metrics);
+  return absl::OkStatus();
+}
+
 void RpcHandler::WatchJob(const v1::WatchJobRequest& request, v1::WatchJobResponse* response,
                           StatusCallback done) {
   coordinator_->WatchJobAsync(

@@ -41,6 +41,8 @@ class RpcHandler {
   // JobService.
   absl::Status SubmitJob(const v1::SubmitJobRequest& request, v1::SubmitJobResponse* response);
   absl::Status GetJob(const v1::GetJobRequest& request, v1::GetJobResponse* response);
+  absl::Status GetJobMetrics(const v1::GetJobMetricsRequest& request,
+                             v1::GetJobMetricsResponse* response);
   void WatchJob(const v1::WatchJobRequest& request, v1::WatchJobResponse* response,
                 StatusCallback done);
   absl::Status ListJobs(const v1::ListJobsRequest& request, v1::ListJobsResponse* response);
