@@ -2,19 +2,15 @@
 // train clean jobs, and every step they report goes through the coordinator's StepJudge with the
 // job's own check options. Across fp32 and bf16 communication, 2 and 4 ranks, gradient
 // accumulation and unused parameters with find_unused_parameters, not one check may fail.
-#include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
 #include "coordinator/step_judge.h"
 #include "gtest/gtest.h"
-#include "worker/collective/gloo_collective.h"
 #include "worker/collective/gloo_test_util.h"
-#include "worker/collective/in_memory_key_value_store.h"
 #include "worker/coordinator_client/fake_coordinator.h"
+#include "worker/rank/gloo_ranks_test_util.h"
 #include "worker/rank/training_loop.h"
 
 namespace ringleader {
@@ -59,32 +55,7 @@ TEST_P(NoFalseAlarmTest, EveryStepOfACleanJobPassesEveryCheck) {
   testing_util::Watchdog watchdog(absl::Seconds(120), GetParam().name);
   const v1::JobSpec spec = SpecFor(GetParam());
   FakeCoordinator fake(JobSpecFingerprint(spec));
-  auto store = std::make_shared<InMemoryKeyValueStore>();
-  std::vector<RankRunResult> results(spec.world_size());
-  std::vector<std::thread> threads;
-  for (uint32_t rank = 0; rank < spec.world_size(); ++rank) {
-    threads.emplace_back([&, rank] {
-      v1::Assignment assignment;
-      assignment.set_job_id("job-1");
-      assignment.set_generation(1);
-      assignment.set_rank(rank);
-      assignment.set_world_size(spec.world_size());
-      *assignment.mutable_spec() = spec;
-      assignment.set_spec_fingerprint(JobSpecFingerprint(spec));
-      TrainingLoopOptions options;
-      options.worker_id = absl::StrCat("w", rank);
-      options.log = [](const std::string&) {};
-      options.make_collective = [store](const v1::Assignment& a, const ComputePlacement&) {
-        GlooOptions gloo;
-        gloo.rendezvous_timeout = absl::Seconds(20);
-        gloo.collective_timeout = absl::Milliseconds(a.spec().collective_timeout_ms());
-        return CreateGlooCollective(store, "job-1/1/", static_cast<int>(a.rank()),
-                                    static_cast<int>(a.world_size()), gloo);
-      };
-      results[rank] = RunRank(assignment, &fake, options);
-    });
-  }
-  for (std::thread& t : threads) t.join();
+  const std::vector<RankRunResult> results = RunRanksOverGloo(spec, &fake);
 
   StepJudge judge(spec.world_size(), StepJudgeOptionsFromSpec(spec));
   std::vector<v1::Alarm> raised;

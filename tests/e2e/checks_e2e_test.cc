@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/cluster.h"
+#include "tests/e2e/cluster_test.h"
 
 namespace ringleader {
 namespace e2e {
@@ -22,36 +23,12 @@ using ::testing::HasSubstr;
 
 constexpr absl::Duration kJobTimeout = absl::Seconds(90);
 
-class ChecksE2eTest : public ::testing::Test {
+class ChecksE2eTest : public ClusterTest {
  protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<Cluster>> started = Cluster::Start(ClusterOptions());
-    ASSERT_TRUE(started.ok()) << started.status();
-    cluster_ = started->release();
-  }
-  static void TearDownTestSuite() {
-    if (cluster_ == nullptr) return;
-    cluster_->StopWorkers();
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  void SetUp() override {
-    ASSERT_NE(cluster_, nullptr);
-    ASSERT_TRUE(cluster_->WaitForIdleWorkers(2, absl::Seconds(30)).ok()) << cluster_->LogTails();
-  }
-  void TearDown() override {
-    if (HasFailure()) std::cerr << cluster_->LogTails() << std::endl;
-  }
+  static void SetUpTestSuite() { StartCluster(ClusterOptions()); }
 
   // Submits `spec` and waits for the end; fails the test if it does not end.
-  v1::JobStatus Run(const v1::JobSpec& spec) {
-    absl::StatusOr<std::string> id = cluster_->Submit(spec);
-    EXPECT_TRUE(id.ok()) << id.status();
-    if (!id.ok()) return {};
-    const JobHistory history = cluster_->WaitForEnd(*id, kJobTimeout);
-    EXPECT_TRUE(history.ended) << "job " << *id << " did not end";
-    return history.final;
-  }
+  v1::JobStatus Run(const v1::JobSpec& spec) { return RunJob(spec, kJobTimeout).final; }
 
   // The job's alarms of `kind`.
   static std::vector<v1::Alarm> AlarmsOf(const v1::JobStatus& job, v1::Alarm::Kind kind) {
@@ -65,11 +42,7 @@ class ChecksE2eTest : public ::testing::Test {
   static std::string LastReason(const v1::JobStatus& job) {
     return job.transitions_size() == 0 ? "" : job.transitions().rbegin()->reason();
   }
-
-  static Cluster* cluster_;
 };
-
-Cluster* ChecksE2eTest::cluster_ = nullptr;
 
 TEST_F(ChecksE2eTest, ACleanJobPassesEveryStepWithoutAnAlarm) {
   v1::JobSpec spec = SmallSyntheticSpec("clean-checks");

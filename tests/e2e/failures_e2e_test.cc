@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/cluster.h"
+#include "tests/e2e/cluster_test.h"
 
 namespace ringleader {
 namespace e2e {
@@ -22,41 +23,16 @@ constexpr absl::Duration kJobTimeout = absl::Seconds(60);
 // The rank-process test hook the daemons pass on: rank 1 of jobs named like this mutates its spec.
 constexpr char kMutatedJobName[] = "fingerprint-mismatch-e2e";
 
-class FailuresE2eTest : public ::testing::Test {
+class FailuresE2eTest : public ClusterTest {
  protected:
   static void SetUpTestSuite() {
     ClusterOptions options;
     options.worker_flags = {
         absl::StrCat("--rank_args=--test_only_mutate_spec=", kMutatedJobName, ":1")};
-    absl::StatusOr<std::unique_ptr<Cluster>> started = Cluster::Start(options);
-    ASSERT_TRUE(started.ok()) << started.status();
-    cluster_ = started->release();
-  }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  void SetUp() override {
-    ASSERT_NE(cluster_, nullptr);
-    ASSERT_TRUE(cluster_->WaitForIdleWorkers(2, absl::Seconds(30)).ok()) << cluster_->LogTails();
-  }
-  void TearDown() override {
-    if (HasFailure()) std::cerr << cluster_->LogTails() << std::endl;
+    StartCluster(options);
   }
 
-  // Submits `spec` and waits for its end.
-  JobHistory Run(const v1::JobSpec& spec) {
-    absl::StatusOr<std::string> job_id = cluster_->Submit(spec);
-    EXPECT_TRUE(job_id.ok()) << job_id.status();
-    if (!job_id.ok()) return JobHistory();
-    JobHistory history = cluster_->WaitForEnd(*job_id, kJobTimeout);
-    EXPECT_TRUE(history.ended) << "job " << *job_id << " (" << spec.name()
-                               << ") did not end within " << absl::FormatDuration(kJobTimeout);
-    std::cout << spec.name() << ": " << v1::JobState_Name(history.final.state()) << " after "
-              << absl::FormatDuration(history.elapsed) << ": " << LastReason(history.final)
-              << std::endl;
-    return history;
-  }
+  JobHistory Run(const v1::JobSpec& spec) { return RunJob(spec, kJobTimeout); }
 
   // Milliseconds between the job's RUNNING and terminal transitions (-1 if either is missing).
   static int64_t RunningToEndMs(const v1::JobStatus& job) {
@@ -67,11 +43,7 @@ class FailuresE2eTest : public ::testing::Test {
     if (running < 0 || job.transitions().empty()) return -1;
     return job.transitions().rbegin()->time_unix_ms() - running;
   }
-
-  static Cluster* cluster_;
 };
-
-Cluster* FailuresE2eTest::cluster_ = nullptr;
 
 TEST_F(FailuresE2eTest, CrashedRankFailsTheJobNamingRankAndSignalAndTheDaemonsCarryOn) {
   v1::JobSpec spec = SmallSyntheticSpec("crash-e2e");

@@ -1,5 +1,6 @@
 // The rank's training loop in-process: ranks as threads, gloo over loopback through one
 // InMemoryKeyValueStore, and a fake coordinator that records what the ranks report.
+#include "worker/rank/gloo_ranks_test_util.h"
 #include "worker/rank/training_loop.h"
 
 #include <cmath>
@@ -63,38 +64,8 @@ class TrainingLoopTest : public ::testing::Test {
                                       std::vector<uint32_t> ranks = {},
                                       std::function<void(uint32_t, TrainingLoopOptions*)> tweak =
                                           nullptr) {
-    if (ranks.empty()) {
-      for (uint32_t r = 0; r < spec.world_size(); ++r) ranks.push_back(r);
-    }
     fake_ = std::make_unique<FakeCoordinator>(JobSpecFingerprint(spec));
-    auto store = std::make_shared<InMemoryKeyValueStore>();
-    std::vector<RankRunResult> results(spec.world_size());
-    std::vector<std::thread> threads;
-    for (uint32_t rank : ranks) {
-      threads.emplace_back([&, rank] {
-        v1::Assignment assignment;
-        assignment.set_job_id("job-1");
-        assignment.set_generation(1);
-        assignment.set_rank(rank);
-        assignment.set_world_size(spec.world_size());
-        *assignment.mutable_spec() = spec;
-        assignment.set_spec_fingerprint(JobSpecFingerprint(spec));
-        TrainingLoopOptions options;
-        options.worker_id = absl::StrCat("w", rank);
-        options.log = [](const std::string&) {};
-        options.make_collective = [store](const v1::Assignment& a, const ComputePlacement&) {
-          GlooOptions gloo;
-          gloo.rendezvous_timeout = absl::Seconds(20);
-          gloo.collective_timeout = absl::Milliseconds(a.spec().collective_timeout_ms());
-          return CreateGlooCollective(store, "job-1/1/", static_cast<int>(a.rank()),
-                                      static_cast<int>(a.world_size()), gloo);
-        };
-        if (tweak) tweak(rank, &options);
-        results[rank] = RunRank(assignment, fake_.get(), options);
-      });
-    }
-    for (std::thread& t : threads) t.join();
-    return results;
+    return RunRanksOverGloo(spec, fake_.get(), std::move(ranks), tweak);
   }
 
   std::unique_ptr<FakeCoordinator> fake_;
