@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/cluster.h"
+#include "tests/e2e/cluster_test.h"
 #include "worker/checkpoint/checkpoint.h"
 
 namespace ringleader {
@@ -24,34 +25,18 @@ using ::testing::HasSubstr;
 constexpr char kFashionMnistDir[] = "/usr/share/datasets/fashion-mnist";
 constexpr absl::Duration kJobTimeout = absl::Seconds(90);
 
-class TrainingE2eTest : public ::testing::Test {
+class TrainingE2eTest : public ClusterTest {
  protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<Cluster>> started = Cluster::Start(ClusterOptions());
-    ASSERT_TRUE(started.ok()) << started.status();
-    cluster_ = started->release();
-  }
+  static void SetUpTestSuite() { StartCluster(ClusterOptions()); }
   static void TearDownTestSuite() {
     if (cluster_ == nullptr) return;
     // A clean shutdown: SIGTERM makes each daemon stop and exit 0.
     for (const ExitInfo& exit : cluster_->StopWorkers()) {
       EXPECT_TRUE(exit.success()) << "worker daemon " << exit.Describe();
     }
-    delete cluster_;
-    cluster_ = nullptr;
+    ClusterTest::TearDownTestSuite();
   }
-  void SetUp() override {
-    ASSERT_NE(cluster_, nullptr);
-    ASSERT_TRUE(cluster_->WaitForIdleWorkers(2, absl::Seconds(30)).ok()) << cluster_->LogTails();
-  }
-  void TearDown() override {
-    if (HasFailure()) std::cerr << cluster_->LogTails() << std::endl;
-  }
-
-  static Cluster* cluster_;
 };
-
-Cluster* TrainingE2eTest::cluster_ = nullptr;
 
 TEST_F(TrainingE2eTest, FashionMnistJobSubmittedWithTheCliSucceedsInLockstep) {
   if (!fs::exists(kFashionMnistDir)) GTEST_SKIP() << "no Fashion-MNIST at " << kFashionMnistDir;
