@@ -64,12 +64,38 @@ void Coordinator::TransitionLocked(JobRecord* job, v1::JobState to, std::string 
 }
 
 void Coordinator::SaveLocked(const JobRecord& job, DeferredCallbacks* deferred) {
-  absl::Status saved = store_->Save(job.status);
-  if (!saved.ok()) {
-    LogLocked(absl::StrCat("job store: could not save job ", job.status.job_id(), ": ",
-                           saved.ToString()),
-              deferred);
+  // Written after the lock is released (a durable store fsyncs), before the call returns: the
+  // RPC that changed the job answers only once the change is on disk. Saves of one job may land
+  // out of order; the store keeps the highest version.
+  deferred->Add([this, status = job.status, now = clock_->Now()] {
+    absl::Status saved = store_->Save(status);
+    if (!saved.ok() && logger_) {
+      logger_(now, absl::StrCat("job store: could not save job ", status.job_id(), ": ",
+                                saved.ToString(), " (kept in memory)"));
+    }
+  });
+}
+
+absl::Status Coordinator::Restore(std::vector<v1::JobStatus> jobs) {
+  Scope scope(this);
+  for (v1::JobStatus& saved : jobs) {
+    const v1::JobState state = saved.state();
+    absl::StatusOr<JobRecord*> restored = jobs_.Restore(std::move(saved));
+    if (!restored.ok()) return restored.status();
+    JobRecord* job = *restored;
+    if (state == v1::JOB_STATE_RENDEZVOUS || state == v1::JOB_STATE_RUNNING) {
+      // Its ranks were stopped when their daemons lost the old coordinator's lease.
+      EndJobLocked(job, v1::JOB_STATE_FAILED,
+                   absl::StrCat("the coordinator restarted while generation ",
+                                job->status.generation(),
+                                " ran; the attempt was lost (resubmit the job)"),
+                   scope.deferred());
+    }
   }
+  LogLocked(absl::StrCat("restored ", jobs.size(), " job(s) from the job store"),
+            scope.deferred());
+  schedule_needed_ = true;
+  return absl::OkStatus();
 }
 
 void Coordinator::EndJobLocked(JobRecord* job, v1::JobState to, std::string reason,

@@ -68,6 +68,14 @@ class Coordinator {
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;
 
+  // Puts back the jobs a previous coordinator saved (start-up, before serving; `jobs` as the
+  // store's LoadAll returns them): finished jobs as they were, QUEUED jobs back in the queue in
+  // submission order. A job that was in RENDEZVOUS or RUNNING lost its attempt with the old
+  // coordinator (its daemons stop their ranks when their lease ends) and ends FAILED, saying
+  // so. New job ids continue after the highest restored one: ids never repeat.
+  // Errors: INVALID_ARGUMENT (a saved id not of the form job-N), ALREADY_EXISTS (an id twice).
+  absl::Status Restore(std::vector<v1::JobStatus> jobs);
+
   const CoordinatorOptions& options() const { return options_; }
   Clock* clock() const { return clock_; }
 

@@ -153,6 +153,7 @@ absl::StatusOr<Coordinator::StopSignal> Coordinator::ReportProgress(
     for (int i = kept->size() - 1; i > at; --i) kept->SwapElements(i, i - 1);
   }
   MarkChangedLocked(job);
+  if (!raised.empty()) SaveLocked(*job, scope.deferred());  // alarms are durable job events
   for (const v1::Alarm& alarm : raised) {
     LogLocked(absl::StrCat("job ", job->status.job_id(), " alarm ",
                            v1::Alarm::Kind_Name(alarm.kind()), ": ", alarm.message()),

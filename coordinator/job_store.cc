@@ -4,8 +4,10 @@ namespace ringleader {
 
 absl::Status InMemoryJobStore::Save(const v1::JobStatus& job) {
   absl::MutexLock lock(&mu_);
-  jobs_[job.job_id()] = job;
   ++save_count_;
+  auto it = jobs_.find(job.job_id());
+  if (it != jobs_.end() && it->second.version() > job.version()) return absl::OkStatus();
+  jobs_[job.job_id()] = job;
   return absl::OkStatus();
 }
 

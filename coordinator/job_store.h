@@ -1,8 +1,8 @@
 // Where the coordinator keeps job records beyond its own memory.
 //
-// The core saves a job's full status on every state transition. Today's store is in memory;
-// the roadmap's durable store (embedded SQLite, so a restarted coordinator loses no job)
-// implements the same interface.
+// The core saves a job's full status on every state transition and when an alarm is raised.
+// InMemoryJobStore (tests, and a coordinator without --state_dir) and SqliteJobStore
+// (sqlite_job_store.h: durable; a restarted coordinator loses no job) implement it.
 #ifndef RINGLEADER_COORDINATOR_JOB_STORE_H_
 #define RINGLEADER_COORDINATOR_JOB_STORE_H_
 
@@ -18,8 +18,9 @@
 
 namespace ringleader {
 
-// Implementations are thread-safe and must not call back into the coordinator (Save is called
-// with the coordinator's lock held, so saves are ordered like the transitions they record).
+// Implementations are thread-safe and must not call back into the coordinator. Save is called
+// after the coordinator's lock is released (before the call that changed the job returns), so
+// saves of one job may arrive out of order: keep the highest JobStatus.version.
 class JobStore {
  public:
   virtual ~JobStore() = default;

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "coordinator/job_state.h"
 
@@ -21,6 +24,27 @@ JobRecord* JobTable::Add(v1::JobSpec spec, std::string fingerprint, absl::Time n
   RecordTransition(&job.status, v1::JOB_STATE_QUEUED, now, "submitted").IgnoreError();
   sequence_by_id_[id] = sequence;
   queue_.push_back(id);
+  return &job;
+}
+
+absl::StatusOr<JobRecord*> JobTable::Restore(v1::JobStatus status) {
+  uint64_t sequence = 0;
+  absl::string_view digits = status.job_id();
+  if (!absl::ConsumePrefix(&digits, "job-") || !absl::SimpleAtoi(digits, &sequence) ||
+      sequence == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("saved job id '", status.job_id(), "' is not of the form job-N"));
+  }
+  const JobId id(status.job_id());
+  if (sequence_by_id_.count(id) > 0 || by_sequence_.count(sequence) > 0) {
+    return absl::AlreadyExistsError(absl::StrCat("job ", id.value(), " restored twice"));
+  }
+  const bool queued = status.state() == v1::JOB_STATE_QUEUED;
+  JobRecord& job = by_sequence_[sequence];
+  job.status = std::move(status);
+  sequence_by_id_[id] = sequence;
+  if (queued) queue_.push_back(id);
+  next_sequence_ = std::max(next_sequence_, sequence + 1);
   return &job;
 }
 

@@ -61,6 +61,10 @@ class JobTable {
   // Creates a job with the next id "job-000001", "job-000002", ..., state QUEUED (transition
   // reason "submitted"), generation 0 (no attempt yet), version 1, and appends it to the queue.
   JobRecord* Add(v1::JobSpec spec, std::string fingerprint, absl::Time now);
+  // Puts back a job a previous coordinator saved (its id keeps its number; later Adds continue
+  // after the highest number seen). QUEUED jobs rejoin the queue in the order restored.
+  // Errors: INVALID_ARGUMENT for an id not of the form "job-N", ALREADY_EXISTS for a repeat.
+  absl::StatusOr<JobRecord*> Restore(v1::JobStatus status);
   // nullptr when unknown.
   JobRecord* Find(const JobId& id);
   // Every job, oldest submission first.

@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -28,6 +30,7 @@
 #include "coordinator/job_store.h"
 #include "coordinator/options.h"
 #include "coordinator/rpc_handler.h"
+#include "coordinator/sqlite_job_store.h"
 #include "grpcpp/security/server_credentials.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
@@ -43,6 +46,10 @@ ABSL_FLAG(absl::Duration, max_wait, absl::Seconds(30),
 ABSL_FLAG(absl::Duration, silent_rank_after, absl::Seconds(5),
           "When a rank fails, name the other ranks whose process has been silent this long as "
           "suspects (rank processes send a keepalive every second).");
+ABSL_FLAG(std::string, state_dir, "",
+          "Directory of the durable job store (SQLite, coordinator.db): jobs, their transitions, "
+          "attempts and alarms survive a restart and ids never repeat. Empty = jobs are kept in "
+          "memory only and lost when the coordinator stops.");
 ABSL_FLAG(bool, allow_fault_injection, false,
           "Accept job specs with model.faults (fault injection). Tests and demos only.");
 ABSL_FLAG(std::string, port_file, "",
@@ -115,8 +122,31 @@ int Run() {
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  InMemoryJobStore store;
-  Coordinator coordinator(options, Clock::Real(), &store, Log);
+  InMemoryJobStore memory_store;
+  std::unique_ptr<SqliteJobStore> durable_store;
+  JobStore* store = &memory_store;
+  if (const std::string dir = absl::GetFlag(FLAGS_state_dir); !dir.empty()) {
+    absl::StatusOr<std::unique_ptr<SqliteJobStore>> opened = SqliteJobStore::Open(dir);
+    if (!opened.ok()) {
+      std::fprintf(stderr, "ringleader-coordinator: %s\n", opened.status().ToString().c_str());
+      return 1;
+    }
+    durable_store = std::move(*opened);
+    store = durable_store.get();
+    Log(absl::Now(), absl::StrCat("job store: ", durable_store->path()));
+  } else {
+    Log(absl::Now(), "job store: in memory (no --state_dir): jobs are lost when this stops");
+  }
+  Coordinator coordinator(options, Clock::Real(), store, Log);
+  {
+    absl::StatusOr<std::vector<v1::JobStatus>> saved = store->LoadAll();
+    absl::Status restored = saved.ok() ? coordinator.Restore(std::move(*saved)) : saved.status();
+    if (!restored.ok()) {
+      std::fprintf(stderr, "ringleader-coordinator: loading the job store: %s\n",
+                   restored.ToString().c_str());
+      return 1;
+    }
+  }
   RpcHandler handler(&coordinator);
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Start(
       absl::GetFlag(FLAGS_listen), grpc::InsecureServerCredentials(), &handler);

@@ -24,6 +24,7 @@ trap cleanup EXIT
 
 # --allow_fault_injection: the demo may be given model.faults to show what ringleader catches.
 "$bin/coordinator/ringleader-coordinator" --listen=127.0.0.1:0 --allow_fault_injection \
+  --state_dir="$run_dir/state" \
   --port_file="$run_dir/coordinator.addr" 2>"$run_dir/coordinator.log" &
 pids+=($!)
 

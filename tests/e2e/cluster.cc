@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
 
 namespace ringleader {
 namespace e2e {
@@ -151,15 +153,17 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Start(const ClusterOptions& op
   return cluster;
 }
 
-absl::Status Cluster::StartProcesses(const ClusterOptions& options) {
-  const absl::Time deadline = absl::Now() + options.start_timeout;
+absl::Status Cluster::StartCoordinator(const std::string& listen, absl::Time deadline) {
   const std::string port_file = (fs::path(dir_) / "coordinator.port").string();
+  std::remove(port_file.c_str());
+  std::vector<std::string> argv = {
+      RunfilePath("coordinator/ringleader-coordinator"), "--listen=" + listen,
+      "--port_file=" + port_file, "--allow_fault_injection",
+      "--heartbeat_interval=" + absl::FormatDuration(options_.heartbeat_interval),
+      "--heartbeat_timeout=" + absl::FormatDuration(options_.heartbeat_timeout)};
+  argv.insert(argv.end(), options_.coordinator_flags.begin(), options_.coordinator_flags.end());
   absl::StatusOr<std::unique_ptr<ChildProcess>> coordinator = ChildProcess::Start(
-      {RunfilePath("coordinator/ringleader-coordinator"), "--listen=127.0.0.1:0",
-       "--port_file=" + port_file, "--allow_fault_injection",
-       "--heartbeat_interval=" + absl::FormatDuration(options.heartbeat_interval),
-       "--heartbeat_timeout=" + absl::FormatDuration(options.heartbeat_timeout)},
-      (fs::path(dir_) / "coordinator.log").string());
+      argv, (fs::path(dir_) / absl::StrCat("coordinator-", coordinator_starts_++, ".log")).string());
   if (!coordinator.ok()) return coordinator.status();
   coordinator_ = std::move(*coordinator);
   while (true) {
@@ -176,6 +180,21 @@ absl::Status Cluster::StartProcesses(const ClusterOptions& options) {
   }
   channel_ = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
   jobs_ = v1::JobService::NewStub(channel_);
+  return absl::OkStatus();
+}
+
+absl::Status Cluster::KillAndRestartCoordinator() {
+  kill(coordinator_->pid(), SIGKILL);
+  coordinator_->Wait();
+  // The same address, so the daemons find it again (they re-register when their heartbeat is
+  // refused by the new coordinator).
+  return StartCoordinator(address_, absl::Now() + options_.start_timeout);
+}
+
+absl::Status Cluster::StartProcesses(const ClusterOptions& options) {
+  options_ = options;
+  const absl::Time deadline = absl::Now() + options.start_timeout;
+  RETURN_IF_ERROR(StartCoordinator("127.0.0.1:0", deadline));
 
   for (int i = 0; i < options.workers; ++i) {
     const std::string name = WorkerName(i);
@@ -292,6 +311,28 @@ absl::StatusOr<v1::JobStatus> Cluster::GetJob(const std::string& job_id) {
   grpc::Status status = jobs_->GetJob(&context, request, &response);
   if (!status.ok()) return ToStatus(status, "GetJob");
   return response.job();
+}
+
+absl::Status Cluster::WaitForState(const std::string& job_id, v1::JobState state,
+                                   absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  v1::JobState seen = v1::JOB_STATE_UNSPECIFIED;
+  while (absl::Now() < deadline) {
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineIn(kRpcTimeout));
+    v1::GetJobRequest request;
+    request.set_job_id(job_id);
+    v1::GetJobResponse response;
+    if (jobs_->GetJob(&context, request, &response).ok()) {
+      seen = response.job().state();
+      if (seen == state) return absl::OkStatus();
+      if (IsTerminal(seen)) break;
+    }
+    absl::SleepFor(kPollPause);
+  }
+  return absl::DeadlineExceededError(absl::StrCat("job ", job_id, " never reached ",
+                                                  v1::JobState_Name(state), " (last seen ",
+                                                  v1::JobState_Name(seen), ")"));
 }
 
 JobHistory Cluster::WaitForEnd(const std::string& job_id, absl::Duration timeout) {

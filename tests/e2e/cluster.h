@@ -40,6 +40,8 @@ struct ClusterOptions {
   absl::Duration kill_grace = absl::Seconds(2);
   // How long Start waits for the coordinator's port and every worker's registration.
   absl::Duration start_timeout = absl::Seconds(30);
+  // Extra flags of the coordinator (e.g. --state_dir=...).
+  std::vector<std::string> coordinator_flags;
 };
 
 // What WaitForEnd saw of a job.
@@ -70,12 +72,19 @@ class Cluster {
   ~Cluster();  // stops every process
 
   const std::string& address() const { return address_; }
+
+  // SIGKILLs the coordinator and starts it again on the same address with the same flags.
+  absl::Status KillAndRestartCoordinator();
   const std::string& dir() const { return dir_; }
 
   absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
   absl::StatusOr<v1::JobStatus> GetJob(const std::string& job_id);
   // Follows the job with WatchJob until it ends or `timeout` passes.
   JobHistory WaitForEnd(const std::string& job_id, absl::Duration timeout);
+  // Polls until the job is in `state`. Errors: DEADLINE_EXCEEDED (naming the last state seen;
+  // also at once when the job ended in another state).
+  absl::Status WaitForState(const std::string& job_id, v1::JobState state,
+                            absl::Duration timeout);
   // Waits until `n` workers are registered and IDLE.
   absl::Status WaitForIdleWorkers(int n, absl::Duration timeout);
   // Whether worker daemon i's process still runs.
@@ -112,6 +121,10 @@ class Cluster {
   absl::Status StartProcesses(const ClusterOptions& options);
 
   std::string dir_;
+  absl::Status StartCoordinator(const std::string& listen, absl::Time deadline);
+
+  ClusterOptions options_;
+  int coordinator_starts_ = 0;
   std::string address_;
   std::unique_ptr<ChildProcess> coordinator_;
   std::vector<std::unique_ptr<ChildProcess>> workers_;

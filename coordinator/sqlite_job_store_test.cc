@@ -1,0 +1,183 @@
+// SqliteJobStore on real files: round trip, newest version wins, a second coordinator on the
+// same directory, a corrupt or foreign or newer file refused untouched, and a Coordinator that
+// restores its jobs with ids that never repeat.
+#include "coordinator/sqlite_job_store.h"
+
+#include <sqlite3.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "coordinator/coordinator_test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringleader {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class SqliteJobStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = (fs::path(std::getenv("TEST_TMPDIR")) /
+            ::testing::UnitTest::GetInstance()->current_test_info()->name())
+               .string();
+    fs::remove_all(dir_);
+  }
+
+  static v1::JobStatus Job(const std::string& id, uint64_t version, v1::JobState state) {
+    v1::JobStatus job;
+    job.set_job_id(id);
+    job.set_version(version);
+    job.set_state(state);
+    job.mutable_spec()->set_name("saved");
+    v1::Alarm* alarm = job.add_alarms();
+    alarm->set_kind(v1::Alarm::DRIFT);
+    alarm->set_tensor("fc1.weight");
+    return job;
+  }
+
+  std::string dir_;
+};
+
+TEST_F(SqliteJobStoreTest, SavedJobsComeBackInIdOrderAfterReopening) {
+  {
+    auto store = SqliteJobStore::Open(dir_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->Save(Job("job-000010", 1, v1::JOB_STATE_QUEUED)).ok());
+    ASSERT_TRUE((*store)->Save(Job("job-000002", 3, v1::JOB_STATE_SUCCEEDED)).ok());
+    ASSERT_TRUE((*store)->Save(Job("job-000010", 2, v1::JOB_STATE_RUNNING)).ok());
+  }
+  auto store = SqliteJobStore::Open(dir_);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto jobs = (*store)->LoadAll();
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  ASSERT_EQ(jobs->size(), 2u);
+  EXPECT_EQ((*jobs)[0].job_id(), "job-000002");  // by number, not by text or insertion
+  EXPECT_EQ((*jobs)[1].job_id(), "job-000010");
+  EXPECT_EQ((*jobs)[1].state(), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ((*jobs)[1].alarms(0).tensor(), "fc1.weight");
+}
+
+TEST_F(SqliteJobStoreTest, AnOlderVersionNeverReplacesANewerOne) {
+  auto store = SqliteJobStore::Open(dir_);
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->Save(Job("job-000001", 5, v1::JOB_STATE_FAILED)).ok());
+  ASSERT_TRUE((*store)->Save(Job("job-000001", 4, v1::JOB_STATE_RUNNING)).ok());
+  auto jobs = (*store)->LoadAll();
+  ASSERT_TRUE(jobs.ok());
+  EXPECT_EQ((*jobs)[0].state(), v1::JOB_STATE_FAILED);
+}
+
+TEST_F(SqliteJobStoreTest, ASecondCoordinatorOnTheSameDirectoryIsRefused) {
+  auto first = SqliteJobStore::Open(dir_);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = SqliteJobStore::Open(dir_);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(second.status().message()),
+              HasSubstr("in use by another coordinator (pid "));
+  first->reset();
+  EXPECT_TRUE(SqliteJobStore::Open(dir_).ok()) << "the lock goes with the first store";
+}
+
+TEST_F(SqliteJobStoreTest, ACorruptFileIsRefusedAndLeftUntouched) {
+  fs::create_directories(dir_);
+  const std::string db = (fs::path(dir_) / "coordinator.db").string();
+  const std::string garbage(4096, 'x');
+  std::ofstream(db, std::ios::binary) << garbage;
+  auto store = SqliteJobStore::Open(dir_);
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss) << store.status();
+  EXPECT_THAT(std::string(store.status().message()), HasSubstr("corrupt or not a database"));
+  EXPECT_THAT(std::string(store.status().message()), HasSubstr("left untouched"));
+  EXPECT_EQ(ReadAll(db), garbage);
+}
+
+TEST_F(SqliteJobStoreTest, ANewerSchemaAndAForeignDatabaseAreRefused) {
+  fs::create_directories(dir_);
+  const std::string db_path = (fs::path(dir_) / "coordinator.db").string();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(db_path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "CREATE TABLE schema_version(version INTEGER);"
+                         "INSERT INTO schema_version VALUES(99);",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto newer = SqliteJobStore::Open(dir_);
+  EXPECT_EQ(newer.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(newer.status().message()), HasSubstr("newer ringleader (schema 99"));
+
+  fs::remove(db_path);
+  ASSERT_EQ(sqlite3_open(db_path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "CREATE TABLE photos(id INTEGER);", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto foreign = SqliteJobStore::Open(dir_);
+  EXPECT_EQ(foreign.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(foreign.status().message()), HasSubstr("not a ringleader"));
+}
+
+TEST_F(SqliteJobStoreTest, AnUnwritableStateDirIsAClearError) {
+  auto store = SqliteJobStore::Open("/proc/ringleader-state");
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
+  EXPECT_THAT(std::string(store.status().message()), HasSubstr("--state_dir /proc/ringleader-state"));
+}
+
+// A coordinator restarted on the same store: every job is back, a job that was running is
+// failed with the reason, queued jobs are queued again, and new ids continue.
+TEST_F(SqliteJobStoreTest, ARestartedCoordinatorKeepsItsJobsAndNeverRepeatsAnId) {
+  FakeClock clock;
+  {
+    auto store = SqliteJobStore::Open(dir_);
+    ASSERT_TRUE(store.ok()) << store.status();
+    Coordinator first(CoordinatorOptions(), &clock, store->get());
+    v1::Device cpu;
+    cpu.set_kind("cpu");
+    ASSERT_TRUE(first.RegisterWorker("a", "host-a", {cpu}, 1).ok());
+    v1::JobSpec one;
+    one.set_world_size(1);
+    ASSERT_TRUE(first.SubmitJob(one).ok());  // job-000001: assigned to "a"
+    v1::JobSpec two;
+    two.set_world_size(2);
+    ASSERT_TRUE(first.SubmitJob(two).ok());  // job-000002: waits for a second worker
+  }
+  auto store = SqliteJobStore::Open(dir_);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto saved = (*store)->LoadAll();
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  ASSERT_EQ(saved->size(), 2u);
+  EXPECT_EQ((*saved)[0].state(), v1::JOB_STATE_RENDEZVOUS);
+  Coordinator second(CoordinatorOptions(), &clock, store->get());
+  ASSERT_TRUE(second.Restore(std::move(*saved)).ok());
+  auto first_job = second.GetJob(JobId("job-000001"));
+  ASSERT_TRUE(first_job.ok());
+  EXPECT_EQ(first_job->state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(first_job->transitions().rbegin()->reason(),
+              HasSubstr("the coordinator restarted while generation 1 ran"));
+  EXPECT_EQ(second.GetJob(JobId("job-000002"))->state(), v1::JOB_STATE_QUEUED);
+  v1::JobSpec three;
+  three.set_world_size(1);
+  auto submitted = second.SubmitJob(three);
+  ASSERT_TRUE(submitted.ok());
+  EXPECT_EQ(submitted->id.value(), "job-000003");
+  // The failure of job-000001 was saved too.
+  auto reloaded = (*store)->LoadAll();
+  ASSERT_TRUE(reloaded.ok());
+  EXPECT_EQ((*reloaded)[0].state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(reloaded->size(), 3u);
+}
+
+}  // namespace
+}  // namespace ringleader

@@ -1,0 +1,86 @@
+// End to end, the durable job store: a coordinator with --state_dir is killed with SIGKILL and
+// started again on the same directory. Finished jobs are all there, a job that was running is
+// failed with the reason (its attempt was lost with the old coordinator), the daemons register
+// again, new jobs run, and ids never repeat. A second coordinator on the same directory refuses
+// to start.
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/cluster.h"
+#include "tests/e2e/cluster_test.h"
+#include "worker/daemon/child_process.h"
+
+namespace ringleader {
+namespace e2e {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+constexpr absl::Duration kJobTimeout = absl::Seconds(90);
+
+std::string StateDir() { return (fs::path(std::getenv("TEST_TMPDIR")) / "state").string(); }
+
+class DurabilityE2eTest : public ClusterTest {
+ protected:
+  static void SetUpTestSuite() {
+    ClusterOptions options;
+    options.coordinator_flags = {"--state_dir=" + StateDir()};
+    StartCluster(options);
+  }
+};
+
+TEST_F(DurabilityE2eTest, JobsAndIdsSurviveAKilledCoordinator) {
+  const JobHistory done = RunJob(SmallSyntheticSpec("before-crash"), kJobTimeout);
+  ASSERT_EQ(done.final.state(), v1::JOB_STATE_SUCCEEDED);
+  const std::string done_id = done.final.job_id();
+
+  // A long job that is running when the coordinator dies.
+  v1::JobSpec long_spec = SmallSyntheticSpec("running-at-crash");
+  long_spec.set_epochs(50);
+  absl::StatusOr<std::string> running_id = cluster_->Submit(long_spec);
+  ASSERT_TRUE(running_id.ok()) << running_id.status();
+  ASSERT_TRUE(cluster_->WaitForState(*running_id, v1::JOB_STATE_RUNNING, absl::Seconds(30)).ok());
+
+  ASSERT_TRUE(cluster_->KillAndRestartCoordinator().ok()) << cluster_->LogTails();
+
+  const CliResult listed = cluster_->RunCli({"list"}, absl::Seconds(30));
+  EXPECT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_THAT(listed.output, HasSubstr(done_id));
+  EXPECT_THAT(listed.output, HasSubstr(*running_id));
+  const CliResult status = cluster_->RunCli({"status", done_id}, absl::Seconds(30));
+  EXPECT_THAT(status.output, HasSubstr("SUCCEEDED"));
+  const JobHistory lost = cluster_->WaitForEnd(*running_id, absl::Seconds(10));
+  EXPECT_EQ(lost.final.state(), v1::JOB_STATE_FAILED);
+  EXPECT_THAT(lost.final.transitions().rbegin()->reason(),
+              HasSubstr("the coordinator restarted while generation 1 ran"));
+
+  // The daemons come back to the new coordinator; the next job runs and gets the next id.
+  ASSERT_TRUE(cluster_->WaitForIdleWorkers(2, absl::Seconds(60)).ok()) << cluster_->LogTails();
+  const JobHistory after = RunJob(SmallSyntheticSpec("after-crash"), kJobTimeout);
+  EXPECT_EQ(after.final.state(), v1::JOB_STATE_SUCCEEDED)
+      << after.final.transitions().rbegin()->reason();
+  EXPECT_EQ(after.final.job_id(), "job-000003");
+}
+
+TEST_F(DurabilityE2eTest, ASecondCoordinatorOnTheSameStateDirRefusesToStart) {
+  const std::string log = (fs::path(std::getenv("TEST_TMPDIR")) / "second.log").string();
+  auto second = ChildProcess::Start({RunfilePath("coordinator/ringleader-coordinator"),
+                                     "--listen=127.0.0.1:0", "--state_dir=" + StateDir()},
+                                    log);
+  ASSERT_TRUE(second.ok()) << second.status();
+  const ExitInfo exit = (*second)->Wait();
+  EXPECT_EQ(exit.exit_code, 1) << exit.Describe();
+  std::ifstream in(log);
+  const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(output, HasSubstr("is in use by another coordinator (pid "));
+}
+
+}  // namespace
+}  // namespace e2e
+}  // namespace ringleader
