@@ -106,6 +106,8 @@ void Coordinator::EndJobLocked(JobRecord* job, v1::JobState to, std::string reas
   TransitionLocked(job, to, std::move(reason), deferred);
   if (was_queued) {
     jobs_.Dequeue(JobId(job->status.job_id()));
+    job->status.clear_queued_reason();
+    schedule_needed_ = true;  // the job behind it may fit now
     return;  // no attempt, no workers
   }
   const AttemptId attempt{JobId(job->status.job_id()), Generation(job->status.generation())};
@@ -130,8 +132,21 @@ void Coordinator::EndJobLocked(JobRecord* job, v1::JobState to, std::string reas
 void Coordinator::ScheduleLocked(DeferredCallbacks* deferred) {
   std::vector<QueuedJob> queue;
   for (const JobId& id : jobs_.queue()) queue.push_back({id, &jobs_.Find(id)->status.spec()});
-  for (const Placement& placement : PlanFifo(queue, workers_.InRegistrationOrder())) {
-    AssignLocked(jobs_.Find(placement.job), placement.ranks, deferred);
+  const std::vector<WorkerRecord*> workers = workers_.InRegistrationOrder();
+  const std::vector<Placement> plan = PlanFifo(queue, workers);
+  for (const Placement& placement : plan) {
+    JobRecord* job = jobs_.Find(placement.job);
+    job->status.clear_queued_reason();
+    AssignLocked(job, placement.ranks, deferred);
+  }
+  // Every job still waiting says why, in words a user can act on.
+  for (size_t i = plan.size(); i < queue.size(); ++i) {
+    JobRecord* job = jobs_.Find(queue[i].id);
+    std::string reason = WhyQueued(queue, i, plan.size(), workers);
+    if (job->status.queued_reason() != reason) {
+      job->status.set_queued_reason(std::move(reason));
+      MarkChangedLocked(job);
+    }
   }
 }
 

@@ -163,7 +163,9 @@ class Coordinator {
   // Applies the spec defaults, validates against options.limits and queues the job. A job
   // larger than the workers available stays QUEUED until enough register (or it is cancelled).
   // Errors: INVALID_ARGUMENT naming the field and the fix; FAILED_PRECONDITION for a spec with
-  // model.faults unless options.allow_fault_injection.
+  // model.faults unless options.allow_fault_injection; RESOURCE_EXHAUSTED when
+  // options.max_queued_jobs jobs are already queued. A job left QUEUED by scheduling carries
+  // JobStatus.queued_reason (scheduler.h: WhyQueued), kept up to date on every change.
   absl::StatusOr<Submitted> SubmitJob(v1::JobSpec spec);
 
   // Errors: NOT_FOUND.

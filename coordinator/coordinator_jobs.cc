@@ -21,6 +21,11 @@ absl::StatusOr<Coordinator::Submitted> Coordinator::SubmitJob(v1::JobSpec spec) 
   std::string fingerprint = JobSpecFingerprint(spec);
 
   Scope scope(this);
+  if (jobs_.queue().size() >= options_.max_queued_jobs) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the queue is full: ", jobs_.queue().size(), " jobs are QUEUED (the coordinator's "
+        "--max_queued_jobs): wait for them to start, or cancel some"));
+  }
   const std::string summary =
       absl::StrCat(" (name \"", spec.name(), "\", world size ", spec.world_size(), ", backend ",
                    spec.backend(), ", fingerprint ", fingerprint, ")");

@@ -71,6 +71,54 @@ TEST_F(CoordinatorTest, StrictFifoHeadBlocksSmallerJobsBehindIt) {
   (void)c;
 }
 
+TEST_F(CoordinatorTest, CancellingTheBlockedHeadStartsTheJobBehindIt) {
+  const WorkerId a = Register("a");
+  const JobId big = Submit(2);
+  const JobId small = Submit(1);
+  EXPECT_EQ(Job(big).state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(Job(small).state(), v1::JOB_STATE_QUEUED);
+  ASSERT_TRUE(coordinator_.CancelJob(big, "too big").ok());
+  // No other submit or registration needed: the cancel itself reschedules.
+  EXPECT_EQ(Job(small).state(), v1::JOB_STATE_RENDEZVOUS);
+  EXPECT_TRUE(TakeAssignment(a).has_value());
+}
+
+TEST_F(CoordinatorTest, AQueuedJobSaysWhyItWaits) {
+  Register("a");
+  const JobId big = Submit(3);
+  const JobId behind = Submit(1);
+  EXPECT_EQ(Job(big).queued_reason(),
+            "world_size 3 > 1 registered workers: register more workers or lower world_size");
+  EXPECT_EQ(Job(behind).queued_reason(),
+            absl::StrCat("behind ", big.value(), " (strict FIFO: no job overtakes the queue's "
+                         "head)"));
+  const JobId gpu = Submit(1, "nccl");
+  ASSERT_TRUE(coordinator_.CancelJob(big, "").ok());
+  EXPECT_EQ(Job(behind).queued_reason(), "");  // it started
+  EXPECT_THAT(Job(gpu).queued_reason(),
+              ::testing::StartsWith("needs 1 workers with a cuda device; 0 registered"));
+  Register("b");
+  Register("c", "cuda");
+  EXPECT_EQ(Job(gpu).state(), v1::JOB_STATE_RENDEZVOUS);
+  // Both CPU-capable idle workers taken by two 1-rank jobs: a 2-rank job waits for them.
+  const JobId two = Submit(3);
+  EXPECT_THAT(Job(two).queued_reason(), ::testing::StartsWith("waiting for 3 idle workers: 1 of 3"));
+}
+
+TEST_F(CoordinatorTest, SubmitRefusesJobsBeyondTheQueueLimit) {
+  CoordinatorOptions options = Options();
+  options.max_queued_jobs = 2;
+  InMemoryJobStore store;
+  Coordinator limited(options, &clock_, &store);
+  v1::JobSpec spec;
+  spec.set_world_size(1);
+  ASSERT_TRUE(limited.SubmitJob(spec).ok());
+  ASSERT_TRUE(limited.SubmitJob(spec).ok());
+  absl::StatusOr<Coordinator::Submitted> third = limited.SubmitJob(spec);
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(third.status().message()), ::testing::HasSubstr("--max_queued_jobs"));
+}
+
 TEST_F(CoordinatorTest, NcclJobGoesToCudaWorkerGlooJobToAnyWorker) {
   const WorkerId cpu = Register("cpu", "cpu");
   const WorkerId gpu = Register("gpu", "cuda");

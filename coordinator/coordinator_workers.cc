@@ -158,6 +158,7 @@ void Coordinator::LoseWorkerLocked(WorkerRecord* worker, absl::Time now,
   const absl::Duration age = absl::Trunc(now - worker->last_heartbeat, absl::Seconds(1));
   const std::string what = absl::StrCat("lost: no heartbeat for ", absl::FormatDuration(age));
   worker->state = v1::WORKER_STATE_LOST;
+  schedule_needed_ = true;  // queued jobs' reasons count the workers that remain
   LogLocked(absl::StrCat("worker ", worker->id.value(), " (", NameOnHost(*worker), ") ", what),
             deferred);
   if (worker->waiter) {

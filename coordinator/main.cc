@@ -50,6 +50,8 @@ ABSL_FLAG(std::string, state_dir, "",
           "Directory of the durable job store (SQLite, coordinator.db): jobs, their transitions, "
           "attempts and alarms survive a restart and ids never repeat. Empty = jobs are kept in "
           "memory only and lost when the coordinator stops.");
+ABSL_FLAG(int, max_queued_jobs, 1000,
+          "SubmitJob refuses new jobs while this many are queued (RESOURCE_EXHAUSTED).");
 ABSL_FLAG(bool, allow_fault_injection, false,
           "Accept job specs with model.faults (fault injection). Tests and demos only.");
 ABSL_FLAG(std::string, port_file, "",
@@ -102,6 +104,12 @@ int Run() {
   options.max_wait = absl::GetFlag(FLAGS_max_wait);
   options.silent_rank_after = absl::GetFlag(FLAGS_silent_rank_after);
   options.allow_fault_injection = absl::GetFlag(FLAGS_allow_fault_injection);
+  if (absl::GetFlag(FLAGS_max_queued_jobs) < 1) {
+    std::fprintf(stderr, "ringleader-coordinator: --max_queued_jobs must be >= 1, got %d\n",
+                 absl::GetFlag(FLAGS_max_queued_jobs));
+    return 2;
+  }
+  options.max_queued_jobs = static_cast<size_t>(absl::GetFlag(FLAGS_max_queued_jobs));
   for (const absl::Status& check :
        {CheckPositive("heartbeat_interval", options.heartbeat_interval),
         CheckPositive("heartbeat_timeout", options.heartbeat_timeout),

@@ -29,6 +29,8 @@ struct CoordinatorOptions {
   // Accept specs with model.faults (fault injection: crashes, bypassed sync, NaN losses, slow
   // ranks). For tests and demos only; a production coordinator refuses them.
   bool allow_fault_injection = false;
+  // SubmitJob refuses a job when this many are already QUEUED (RESOURCE_EXHAUSTED).
+  size_t max_queued_jobs = 1000;
 };
 
 }  // namespace ringleader

@@ -1,6 +1,7 @@
 #include "coordinator/scheduler.h"
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 
 namespace ringleader {
 
@@ -30,6 +31,35 @@ std::vector<Placement> PlanFifo(const std::vector<QueuedJob>& queue,
     plan.push_back(std::move(placement));
   }
   return plan;
+}
+
+std::string WhyQueued(const std::vector<QueuedJob>& queue, size_t index, size_t placed,
+                      const std::vector<WorkerRecord*>& workers) {
+  if (index > placed) {
+    return absl::StrCat("behind ", queue[placed].id.value(),
+                        " (strict FIFO: no job overtakes the queue's head)");
+  }
+  const v1::JobSpec& spec = *queue[index].spec;
+  const uint32_t needed = spec.world_size();
+  size_t suitable = 0;
+  size_t idle = 0;
+  for (const WorkerRecord* worker : workers) {
+    if (worker->state == v1::WORKER_STATE_LOST || !CanServe(spec, *worker)) continue;
+    ++suitable;
+    if (worker->state == v1::WORKER_STATE_IDLE) ++idle;
+  }
+  const bool gpu = spec.backend() == "nccl";
+  if (suitable < needed) {
+    if (gpu) {
+      return absl::StrCat("needs ", needed, " workers with a cuda device; ", suitable,
+                          " registered: start a worker daemon with --gpu N on each GPU");
+    }
+    return absl::StrCat("world_size ", needed, " > ", suitable,
+                        " registered workers: register more workers or lower world_size");
+  }
+  return absl::StrCat("waiting for ", needed, " idle ", gpu ? "GPU " : "", "workers: ", idle,
+                      " of ", suitable, " suitable workers ", idle == 1 ? "is" : "are",
+                      " idle (the others run jobs)");
 }
 
 }  // namespace ringleader

@@ -12,6 +12,7 @@
 #ifndef RINGLEADER_COORDINATOR_SCHEDULER_H_
 #define RINGLEADER_COORDINATOR_SCHEDULER_H_
 
+#include <string>
 #include <vector>
 
 #include "common/ids.h"
@@ -38,6 +39,14 @@ struct Placement {
 // (registration order), each worker at most once, stopping at the first job that does not fit.
 std::vector<Placement> PlanFifo(const std::vector<QueuedJob>& queue,
                                 const std::vector<WorkerRecord*>& workers);
+
+// Why queue[index] is still queued after PlanFifo placed the first `placed` jobs of `queue`:
+//   the head: "needs 2 workers with a cuda device; 0 registered" / "world_size 9 > 3 registered
+//   workers: register more workers or lower world_size" / "waiting for 2 idle workers: 1 of 3
+//   suitable workers is idle (the others run jobs)"; a job behind the head: "behind job-000004
+//   (strict FIFO: no job overtakes the queue's head)". Workers that are LOST do not count.
+std::string WhyQueued(const std::vector<QueuedJob>& queue, size_t index, size_t placed,
+                      const std::vector<WorkerRecord*>& workers);
 
 }  // namespace ringleader
 
