@@ -17,7 +17,8 @@ class Clock {
   virtual ~Clock() = default;
   virtual absl::Time Now() const = 0;
 
-  // The process-wide wall clock.
+  // The process-wide real clock: monotonic (steady-clock driven, immune to the system time being
+  // set), reading as the wall time at its first use plus the time elapsed since.
   static Clock* Real();
 };
 
