@@ -8,7 +8,7 @@ PACKAGES=(
   g++ pkg-config python3
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev
-  libgloo-dev libopenblas-dev zlib1g-dev libyaml-cpp-dev libsqlite3-dev
+  libgloo-dev libopenblas-dev zlib1g-dev libyaml-cpp-dev libsqlite3-dev nlohmann-json3-dev
   dataset-fashion-mnist
 )
 

@@ -1,37 +1,28 @@
 #include "worker/checkpoint/checkpoint.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <set>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/checkpoint/file_io.h"
+#include "worker/checkpoint/little_endian.h"
 
 namespace ringleader {
 namespace {
 
-constexpr char kMagic[] = "RLCKPT01";
-constexpr size_t kMagicSize = 8;
+constexpr const char* kMagic = kCheckpointMagic;
+constexpr size_t kMagicSize = sizeof(kCheckpointMagic) - 1;
 
-absl::Status ErrnoError(int err, const std::string& what) {
-  return absl::ErrnoToStatus(err, what);
-}
+constexpr char kKind[] = "checkpoint";
 
 // ---- encoding (explicit little-endian, independent of the host) ----
 
-void PutU32(std::string* out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-void PutU64(std::string* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
+void PutU32(std::string* out, uint32_t v) { AppendLittleEndian<uint32_t>(out, v); }
+void PutU64(std::string* out, uint64_t v) { AppendLittleEndian<uint64_t>(out, v); }
 void PutString(std::string* out, const std::string& s) {
   PutU32(out, static_cast<uint32_t>(s.size()));
   out->append(s);
@@ -55,15 +46,13 @@ class Reader {
   }
   absl::StatusOr<uint32_t> U32(const char* what) {
     RETURN_IF_ERROR(Need(4, what));
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= uint32_t{static_cast<unsigned char>(p_[i])} << (8 * i);
+    const uint32_t v = LoadLittleEndian<uint32_t>(p_);
     p_ += 4;
     return v;
   }
   absl::StatusOr<uint64_t> U64(const char* what) {
     RETURN_IF_ERROR(Need(8, what));
-    uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v |= uint64_t{static_cast<unsigned char>(p_[i])} << (8 * i);
+    const uint64_t v = LoadLittleEndian<uint64_t>(p_);
     p_ += 8;
     return v;
   }
@@ -78,9 +67,7 @@ class Reader {
     if (count > remaining() / 4) return Truncated(what);
     out->resize(count);
     for (size_t k = 0; k < count; ++k) {
-      uint32_t bits = 0;
-      for (int i = 0; i < 4; ++i) bits |= uint32_t{static_cast<unsigned char>(p_[i])} << (8 * i);
-      std::memcpy(&(*out)[k], &bits, 4);
+      (*out)[k] = LoadFloat32(p_);
       p_ += 4;
     }
     return absl::OkStatus();
@@ -127,76 +114,13 @@ absl::StatusOr<std::string> Encode(const std::string& path, const CheckpointData
     PutU32(&out, static_cast<uint32_t>(t.shape.size()));
     for (uint64_t d : t.shape) PutU64(&out, d);
     PutU64(&out, t.data.size());
-    for (float f : t.data) {
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      PutU32(&out, bits);
-    }
+    for (float f : t.data) AppendFloat32(&out, f);
   }
-  const uLong crc = crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(out.data()),
-                          static_cast<uInt>(out.size()));
+  // crc32_z takes a size_t length: files over 4 GiB are covered whole (crc32's uInt is not).
+  const uLong crc = crc32_z(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(out.data()),
+                            out.size());
   PutU32(&out, static_cast<uint32_t>(crc));
   return out;
-}
-
-// mkdir -p of the directory part of `path`.
-absl::Status MakeParentDirectories(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos || slash == 0) return absl::OkStatus();
-  const std::string dir = path.substr(0, slash);
-  for (size_t pos = 1; pos <= dir.size(); ++pos) {
-    if (pos != dir.size() && dir[pos] != '/') continue;
-    const std::string prefix = dir.substr(0, pos);
-    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-      return ErrnoError(errno, absl::StrCat("checkpoint ", path, ": cannot create directory ",
-                                            prefix));
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status WriteAll(int fd, const std::string& bytes, const std::string& what) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError(errno, absl::StrCat("checkpoint ", what, ": write failed"));
-    }
-    done += static_cast<size_t>(n);
-  }
-  return absl::OkStatus();
-}
-
-// fsync of the directory that holds `path`, so the rename itself is durable.
-absl::Status SyncParentDirectory(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  const std::string dir =
-      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) {
-    return ErrnoError(errno, absl::StrCat("checkpoint ", path, ": cannot open directory ", dir));
-  }
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) {
-    return ErrnoError(err, absl::StrCat("checkpoint ", path, ": fsync of directory ", dir));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status WriteTempFile(const std::string& tmp, const std::string& bytes) {
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError(errno, absl::StrCat("checkpoint ", tmp, ": cannot create"));
-  absl::Status status = WriteAll(fd, bytes, tmp);
-  if (status.ok() && ::fsync(fd) != 0) {
-    status = ErrnoError(errno, absl::StrCat("checkpoint ", tmp, ": fsync failed"));
-  }
-  if (::close(fd) != 0 && status.ok()) {
-    status = ErrnoError(errno, absl::StrCat("checkpoint ", tmp, ": close failed"));
-  }
-  return status;
 }
 
 }  // namespace
@@ -211,41 +135,11 @@ const CheckpointTensor* CheckpointData::FindTensor(const std::string& name) cons
 absl::Status WriteCheckpoint(const std::string& path, const CheckpointData& data) {
   if (path.empty()) return absl::InvalidArgumentError("checkpoint path is empty");
   ASSIGN_OR_RETURN(const std::string bytes, Encode(path, data));
-  RETURN_IF_ERROR(MakeParentDirectories(path));
-  const std::string tmp = path + ".tmp";
-  absl::Status status = WriteTempFile(tmp, bytes);
-  if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    status = ErrnoError(errno, absl::StrCat("checkpoint ", path, ": rename from ", tmp));
-  }
-  if (!status.ok()) {
-    ::unlink(tmp.c_str());  // best effort; the old checkpoint is untouched
-    return status;
-  }
-  return SyncParentDirectory(path);
+  return WriteFileAtomically(kKind, path, bytes);
 }
 
 absl::StatusOr<CheckpointData> ReadCheckpoint(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) {
-      return absl::NotFoundError(absl::StrCat("checkpoint ", path, " does not exist"));
-    }
-    return ErrnoError(errno, absl::StrCat("checkpoint ", path, ": cannot open"));
-  }
-  std::string bytes;
-  char chunk[1 << 16];
-  while (true) {
-    const ssize_t n = ::read(fd, chunk, sizeof(chunk));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      return ErrnoError(err, absl::StrCat("checkpoint ", path, ": read failed"));
-    }
-    if (n == 0) break;
-    bytes.append(chunk, static_cast<size_t>(n));
-  }
-  ::close(fd);
+  ASSIGN_OR_RETURN(const std::string bytes, ReadWholeFile(kKind, path));
 
   const size_t magic_checked = std::min(bytes.size(), kMagicSize);
   if (std::memcmp(bytes.data(), kMagic, magic_checked) != 0) {
@@ -261,8 +155,8 @@ absl::StatusOr<CheckpointData> ReadCheckpoint(const std::string& path) {
   const size_t body = bytes.size() - 4;
   Reader crc_reader(path, bytes.data() + body, 4);
   ASSIGN_OR_RETURN(const uint32_t stored_crc, crc_reader.U32("checksum"));
-  const uLong crc = crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bytes.data()),
-                          static_cast<uInt>(body));
+  const uLong crc =
+      crc32_z(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bytes.data()), body);
   if (static_cast<uint32_t>(crc) != stored_crc) {
     return absl::DataLossError(
         absl::StrCat("checkpoint ", path, " is corrupt: checksum mismatch"));

@@ -31,6 +31,8 @@
 namespace ringleader {
 
 inline constexpr uint32_t kCheckpointVersion = 1;
+// The first 8 bytes of every checkpoint file.
+inline constexpr char kCheckpointMagic[] = "RLCKPT01";
 
 struct CheckpointTensor {
   std::string name;

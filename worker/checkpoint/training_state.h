@@ -17,6 +17,10 @@
 
 namespace ringleader {
 
+// True for the names CaptureTrainingState gives optimizer momentum buffers
+// ("<parameter>.momentum_buffer"): optimizer state, not part of the model.
+bool IsMomentumBufferName(const std::string& name);
+
 // Copies the state into a CheckpointData (step, epoch, fingerprint as given). `model` is
 // non-const only because Mlp::buffers() hands out writable views; nothing is changed.
 CheckpointData CaptureTrainingState(Mlp* model, const SgdOptimizer& optimizer, uint64_t step,

@@ -1,0 +1,67 @@
+// A job's periodic checkpoints: one directory per job holding step-<N>.ckpt files (the step
+// zero-padded to 12 digits so names sort by step), written by rank 0 every
+// checkpoint_interval_steps, the newest `keep_last` kept; and the choice of the checkpoint a
+// restarted attempt resumes from.
+//
+//   <checkpoint_dir>/<job>/step-000000000040.ckpt
+//   <checkpoint_dir>/<job>/step-000000000050.ckpt   ← newest: resumed from, unless corrupt
+//   <checkpoint_dir>/<job>/final.ckpt               (the end of a successful job; not resumed)
+//
+// Each file is written atomically (checkpoint.h), so a crash while writing leaves the previous
+// files whole. A file damaged later (disk, a partial copy) fails its CRC; the resume then
+// takes the newest file that reads back whole and names the ones it skipped.
+//
+// Thread-safety: free functions; one writer per directory (rank 0).
+#ifndef RINGLEADER_WORKER_CHECKPOINT_CHECKPOINT_SERIES_H_
+#define RINGLEADER_WORKER_CHECKPOINT_CHECKPOINT_SERIES_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "worker/checkpoint/checkpoint.h"
+
+namespace ringleader {
+
+// "step-000000000040.ckpt".
+std::string PeriodicCheckpointName(uint64_t step);
+
+// The periodic checkpoints in `dir`, oldest first, as (step, path). A missing directory has
+// none. Files whose names do not parse as step-<N>.ckpt are ignored (temp files included).
+// Errors: errno-derived codes when the directory exists but cannot be read.
+struct PeriodicCheckpoint {
+  uint64_t step;
+  std::string path;
+};
+absl::StatusOr<std::vector<PeriodicCheckpoint>> ListPeriodicCheckpoints(const std::string& dir);
+
+// Writes `data` as <dir>/step-<data.step>.ckpt, then deletes the oldest periodic checkpoints so
+// that `keep_last` (>= 1) remain. Returns the path written. Errors: WriteCheckpoint's; a
+// failed deletion is not an error (the file is left; the next write tries again).
+absl::StatusOr<std::string> WritePeriodicCheckpoint(const std::string& dir,
+                                                    const CheckpointData& data,
+                                                    uint32_t keep_last);
+
+// Where a restarted attempt resumes.
+struct ResumePoint {
+  std::string path;     // the checkpoint chosen
+  CheckpointData data;  // its contents, verified
+};
+struct ResumeSearch {
+  std::optional<ResumePoint> found;  // none: start from step 0
+  // One line per newer checkpoint that could not be used: "<path>: <why>".
+  std::vector<std::string> skipped;
+};
+
+// The newest periodic checkpoint in `dir` that reads back whole (CRC) and was written by a
+// job with `fingerprint` (another fingerprint: another configuration, skipped). A missing
+// directory, or none usable, finds nothing. Errors: ListPeriodicCheckpoints'.
+absl::StatusOr<ResumeSearch> FindResumePoint(const std::string& dir,
+                                             const std::string& fingerprint);
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_WORKER_CHECKPOINT_CHECKPOINT_SERIES_H_

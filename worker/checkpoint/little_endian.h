@@ -1,0 +1,42 @@
+// Little-endian encoding of fixed-width integers and IEEE 754 floats, independent of the host's
+// byte order: the on-disk formats (checkpoint.h, safetensors.h) are little-endian everywhere.
+//
+// The Load functions read exactly sizeof(T) bytes at `p`; bounds are the caller's to check.
+#ifndef RINGLEADER_WORKER_CHECKPOINT_LITTLE_ENDIAN_H_
+#define RINGLEADER_WORKER_CHECKPOINT_LITTLE_ENDIAN_H_
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace ringleader {
+
+template <typename T>
+inline void AppendLittleEndian(std::string* out, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+template <typename T>
+inline T LoadLittleEndian(const char* p) {
+  T v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i)
+    v |= static_cast<T>(static_cast<unsigned char>(p[i])) << (8 * i);
+  return v;
+}
+
+inline void AppendFloat32(std::string* out, float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof(bits));
+  AppendLittleEndian<uint32_t>(out, bits);
+}
+
+inline float LoadFloat32(const char* p) {
+  const uint32_t bits = LoadLittleEndian<uint32_t>(p);
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_WORKER_CHECKPOINT_LITTLE_ENDIAN_H_
