@@ -1,6 +1,7 @@
 #include "client/arg_parser.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -21,6 +22,16 @@ const FlagSpec* FindFlag(const std::string& name, const std::vector<FlagSpec>& a
   return nullptr;
 }
 
+const FlagSpec* FindShortFlag(char short_name, const std::vector<FlagSpec>& a,
+                              const std::vector<FlagSpec>& b) {
+  for (const auto* list : {&a, &b}) {
+    for (const FlagSpec& flag : *list) {
+      if (flag.short_name != '\0' && flag.short_name == short_name) return &flag;
+    }
+  }
+  return nullptr;
+}
+
 std::vector<std::string> FlagNames(const std::vector<FlagSpec>& a, const std::vector<FlagSpec>& b) {
   std::vector<std::string> names;
   for (const auto* list : {&a, &b}) {
@@ -33,8 +44,9 @@ std::string FlagLines(const std::vector<FlagSpec>& flags) {
   std::vector<std::string> left;
   size_t width = 0;
   for (const FlagSpec& flag : flags) {
-    left.push_back(
-        absl::StrCat("--", flag.name, flag.value_name.empty() ? "" : " " + flag.value_name));
+    left.push_back(absl::StrCat(
+        flag.short_name == '\0' ? "" : absl::StrCat("-", std::string(1, flag.short_name), ", "),
+        "--", flag.name, flag.value_name.empty() ? "" : " " + flag.value_name));
     width = std::max(width, left.back().size());
   }
   std::string text;
@@ -72,27 +84,37 @@ absl::StatusOr<CommandLine> ParseCommandLine(const std::vector<std::string>& arg
       continue;
     }
     if (!flags_ended && absl::StartsWith(arg, "-") && arg.size() > 1) {
-      if (!absl::StartsWith(arg, "--")) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("unknown flag '", arg, "'", where, "; flags are written --name"));
-      }
-      const size_t equals = arg.find('=');
-      const std::string name =
-          arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
       const std::vector<FlagSpec>& own = command == nullptr ? no_flags : command->flags;
-      const FlagSpec* flag = FindFlag(name, own, global_flags);
-      if (flag == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "unknown flag --", name, where, DidYouMean(name, FlagNames(own, global_flags))));
+      const FlagSpec* flag = nullptr;
+      // The value written inside `arg` ("--name=value", "-nvalue"), if any.
+      std::optional<std::string> inline_value;
+      if (!absl::StartsWith(arg, "--")) {
+        flag = FindShortFlag(arg[1], own, global_flags);
+        if (flag == nullptr || (flag->value_name.empty() && arg.size() > 2)) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("unknown flag '", arg, "'", where, "; flags are written --name"));
+        }
+        if (arg.size() > 2) inline_value = arg.substr(2);
+      } else {
+        const size_t equals = arg.find('=');
+        const std::string name =
+            arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
+        flag = FindFlag(name, own, global_flags);
+        if (flag == nullptr) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "unknown flag --", name, where, DidYouMean(name, FlagNames(own, global_flags))));
+        }
+        if (equals != std::string::npos) inline_value = arg.substr(equals + 1);
       }
+      const std::string& name = flag->name;
       std::string value;
       if (flag->value_name.empty()) {
-        if (equals != std::string::npos) {
+        if (inline_value.has_value()) {
           return absl::InvalidArgumentError(
               absl::StrCat("flag --", name, " takes no value; write just --", name));
         }
-      } else if (equals != std::string::npos) {
-        value = arg.substr(equals + 1);
+      } else if (inline_value.has_value()) {
+        value = *inline_value;
       } else if (i + 1 < args.size()) {
         value = args[++i];
       } else {

@@ -1,7 +1,8 @@
 // A small command-line parser for "program [GLOBAL FLAGS] COMMAND [FLAGS] [ARGS]".
 //
-// Flags are "--name=value", "--name value" or "--switch"; "--" ends the flags; "-h"/"--help"
-// asks for help (global or per command). Global flags are accepted before and after the
+// Flags are "--name=value", "--name value" or "--switch"; a flag with a short name also takes
+// "-n value" (or "-nvalue"); "--" ends the flags; "-h"/"--help" asks for help (global or per
+// command). Global flags are accepted before and after the
 // command. Each command declares its flags and positional arguments, which gives every command
 // its own --help text. No global state. Thread-compatible.
 #ifndef RINGLEADER_CLIENT_ARG_PARSER_H_
@@ -20,6 +21,7 @@ struct FlagSpec {
   std::string value_name;  // shown in help ("N", "ADDR"); empty for a switch (takes no value)
   std::string help;
   bool repeated = false;  // may be given more than once (values kept in order)
+  char short_name = '\0';  // e.g. 'o' for "-o FILE"; '\0' for none ('h' is taken by help)
 };
 
 struct CommandSpec {
@@ -35,7 +37,8 @@ struct CommandSpec {
 struct CommandLine {
   std::string command;  // empty when none was given
   std::vector<std::string> arguments;
-  std::map<std::string, std::vector<std::string>> flags;  // a switch maps to {""}
+  // Keyed by the long name, also when given by the short one; a switch maps to {""}.
+  std::map<std::string, std::vector<std::string>> flags;
   bool help = false;
 
   bool Has(const std::string& flag) const { return flags.count(flag) > 0; }

@@ -20,7 +20,10 @@ const std::vector<CommandSpec> kCommands = {
      1,
      "submit a job",
      "",
-     {{"epochs", "N", "epochs"}, {"set", "K=V", "set", true}, {"watch", "", "follow"}}},
+     {{"epochs", "N", "epochs"},
+      {"set", "K=V", "set", true},
+      {"watch", "", "follow"},
+      {"output", "FILE", "write here", false, 'o'}}},
     {"status", "JOB", 1, 1, "show a job", "", {}},
 };
 
@@ -48,6 +51,24 @@ TEST(ArgParserTest, GlobalFlagAfterCommandAndDoubleDash) {
   ASSERT_TRUE(line.ok()) << line.status();
   EXPECT_EQ(line->Value("coordinator"), "x:2");
   EXPECT_THAT(line->arguments, ElementsAre("--odd-id"));
+}
+
+TEST(ArgParserTest, ShortFlagNamesTheLongOne) {
+  absl::StatusOr<CommandLine> line = Parse({"submit", "-o", "out.csv"});
+  ASSERT_TRUE(line.ok()) << line.status();
+  EXPECT_EQ(line->Value("output"), "out.csv");
+  EXPECT_TRUE(line->arguments.empty());
+  line = Parse({"submit", "-oout.csv", "spec.yaml"});
+  ASSERT_TRUE(line.ok()) << line.status();
+  EXPECT_EQ(line->Value("output"), "out.csv");
+  EXPECT_THAT(line->arguments, ElementsAre("spec.yaml"));
+  EXPECT_EQ(Parse({"submit", "-o", "a", "--output=b"}).status().message(),
+            "flag --output given more than once; give it once");
+  EXPECT_EQ(Parse({"submit", "-o"}).status().message(),
+            "flag --output needs a value: --output FILE");
+  // Short names belong to their command.
+  EXPECT_THAT(std::string(Parse({"status", "j", "-o", "x"}).status().message()),
+              HasSubstr("unknown flag '-o' for 'status'"));
 }
 
 TEST(ArgParserTest, HelpSkipsArgumentCount) {
@@ -87,8 +108,9 @@ TEST(ArgParserTest, UsageTexts) {
   EXPECT_THAT(program, HasSubstr("--coordinator ADDR  address"));
   const std::string submit = CommandUsage("rl", kCommands[0], kGlobal);
   EXPECT_THAT(submit, HasSubstr("usage: rl submit [flags] [SPEC.yaml]"));
-  EXPECT_THAT(submit, HasSubstr("  --set K=V   set (repeatable)\n"));
-  EXPECT_THAT(submit, HasSubstr("  --watch     follow\n"));
+  EXPECT_THAT(submit, HasSubstr("  --set K=V          set (repeatable)\n"));
+  EXPECT_THAT(submit, HasSubstr("  --watch            follow\n"));
+  EXPECT_THAT(submit, HasSubstr("  -o, --output FILE  write here\n"));
 }
 
 }  // namespace

@@ -54,18 +54,23 @@ const std::vector<CommandSpec>& Commands() {
        "JOB",
        1,
        1,
-       "show a job: state, transitions, per-rank progress, epoch accuracies",
-       "",
+       "show a job: state, verdict, transitions, per-rank progress, alarms, stragglers",
+       "The verdict line is the coordinator's judgement so far (PASS, WARN, FAIL or not judged\n"
+       "yet), the steps it judged and the train samples/s. Every alarm gets one line; the\n"
+       "stragglers table shows each rank's median step/compute/comm times and the suspected\n"
+       "cause (compute or communication) of a flagged rank.",
        {}},
       {"watch",
        "JOB",
        1,
        1,
-       "follow a job until it ends, then judge the run",
-       "Prints state changes and epoch accuracies as they happen, with a progress line.\n"
-       "At the end: state, final accuracy, whether the synced gradient norms agree across\n"
-       "ranks at the last common step (relative difference <= 1e-6) and the max parameter\n"
-       "drift (exactly 0 expected). Exit 0 only if the job SUCCEEDED and both checks pass.",
+       "follow a job until it ends, then show the coordinator's verdict",
+       "Prints state changes, epoch accuracies and the coordinator's alarms as they happen,\n"
+       "with a progress line. At the end: state, final accuracy, the first bad step and the\n"
+       "last judged step with each rank's loss, local/synced grad norm and drift, every alarm,\n"
+       "and the result with the train samples/s. The coordinator judges every step; watch\n"
+       "only shows its verdict. Exit 0 only if the job SUCCEEDED and the verdict is PASS or\n"
+       "WARN (warnings are listed; they do not fail the watch).",
        {}},
       {"list", "", 0, 0, "list jobs", "", {}},
       {"workers", "", 0, 0, "list registered workers", "", {}},
@@ -76,6 +81,33 @@ const std::vector<CommandSpec>& Commands() {
        "cancel a queued or running job",
        "",
        {{"reason", "S", "reason recorded with the cancellation"}}},
+      {"metrics",
+       "JOB",
+       1,
+       1,
+       "export a job's per-step, per-rank metrics as CSV or JSON",
+       "One row per step and rank of the job's current attempt, ordered by step then rank,\n"
+       "with the columns step, rank, loss, local_grad_norm (before the all-reduce),\n"
+       "synced_grad_norm (after it), drift (max |W_r - W_0|; empty at steps without a drift\n"
+       "check), step_ms, compute_ms, comm_ms and samples_per_second. The most recent steps are\n"
+       "all there; older steps are decimated (kept every Nth step, N doubling as the job runs\n"
+       "on), so the history stays bounded. JSON is one object with job_id, generation,\n"
+       "full_resolution_steps, decimation_stride and the points (protobuf's JSON mapping:\n"
+       "64-bit integers are strings). Numbers are printed so that they parse back exactly.",
+       {{"format", "csv|json", "output format (default csv)"},
+        {"output", "FILE", "write to FILE (atomically) instead of stdout; prints a summary",
+         /*repeated=*/false, /*short_name=*/'o'}}},
+      {"export",
+       "JOB",
+       1,
+       1,
+       "write a finished job's final weights as a safetensors file",
+       "Reads the final checkpoint rank 0 wrote (<checkpoint_dir>/<job>/final.ckpt; run the\n"
+       "command where that directory is readable) and writes its parameters and buffers with\n"
+       "PyTorch's state_dict names and shapes (fc1.weight [out, in], fc1.bias, ...), without\n"
+       "the optimizer's state: safetensors.torch.load_file / load_state_dict read it.",
+       {{"output", "FILE", "the .safetensors file to write (required)", /*repeated=*/false,
+         /*short_name=*/'o'}}},
   };
   return *commands;
 }
@@ -158,6 +190,24 @@ int RunCli(const std::vector<std::string>& args, const CommandEnvironment& base_
     }
     submit.watch = line->Has("watch");
   }
+  MetricsOptions metrics;
+  if (line->command == "metrics") {
+    metrics.format = line->Value("format", metrics.format);
+    if (absl::Status valid = CheckMetricsOptions(metrics); !valid.ok()) {
+      *env.err << "error: " << valid.message() << "\n";
+      return kExitUsage;
+    }
+    if (line->Has("output") && line->Value("output").empty()) {
+      *env.err << "error: --output: expected a file name\n";
+      return kExitUsage;
+    }
+    metrics.output_path = line->Value("output");
+  }
+
+  if (line->command == "export" && line->Value("output").empty()) {
+    *env.err << "error: export: -o FILE (--output) is required\n";
+    return kExitUsage;
+  }
 
   std::unique_ptr<JobClient> client = connect(env.coordinator_address, timeout);
   const std::string& command = line->command;
@@ -169,6 +219,10 @@ int RunCli(const std::vector<std::string>& args, const CommandEnvironment& base_
   if (command == "cancel") {
     return RunCancel(line->arguments[0], line->Value("reason", "cancelled from the command line"),
                      *client, env);
+  }
+  if (command == "metrics") return RunMetrics(line->arguments[0], metrics, *client, env);
+  if (command == "export") {
+    return RunExport(line->arguments[0], line->Value("output"), *client, env);
   }
   // Commands() and this dispatch disagree: a programmer bug.
   *env.err << "internal error: command '" << command << "' has no implementation\n";

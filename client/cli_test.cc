@@ -39,6 +39,9 @@ class ForwardingJobClient : public JobClient {
                                                const std::string& reason) override {
     return target_->Cancel(id, reason);
   }
+  absl::StatusOr<v1::GetJobMetricsResponse> GetJobMetrics(const std::string& id) override {
+    return target_->GetJobMetrics(id);
+  }
 
  private:
   JobClient* target_;
@@ -79,7 +82,8 @@ TEST_F(CliTest, HelpForProgramAndEachCommand) {
   EXPECT_EQ(Run({"--help"}), kExitOk);
   EXPECT_EQ(out_.str(), CliUsage());
   EXPECT_THAT(out_.str(), StartsWith("usage: ringleader [global flags] <command>"));
-  for (const char* command : {"submit", "status", "watch", "list", "workers", "cancel"}) {
+  for (const char* command :
+       {"submit", "status", "watch", "list", "workers", "cancel", "metrics", "export"}) {
     out_.str("");
     EXPECT_EQ(Run({command, "--help"}), kExitOk) << command;
     EXPECT_THAT(out_.str(), StartsWith(std::string("usage: ringleader ") + command));
@@ -166,7 +170,54 @@ TEST_F(CliTest, CancelStatusAndWatchDispatch) {
   EXPECT_EQ(Run({"cancel", "j-3", "--reason", "wrong data"}), kExitOk);
   EXPECT_EQ(Run({"status", "j-4"}), kExitFailure);
   EXPECT_EQ(Run({"watch", "j-5"}), kExitFailure);  // CANCELLED is not SUCCEEDED
-  EXPECT_THAT(out_.str(), HasSubstr("result: FAIL"));
+  EXPECT_THAT(out_.str(),
+              HasSubstr("result: not judged yet (0 steps judged): the job ended CANCELLED\n"));
+}
+
+TEST_F(CliTest, MetricsHelpAndUsageErrors) {
+  EXPECT_EQ(Run({"metrics", "--help"}), kExitOk);
+  EXPECT_THAT(out_.str(), StartsWith("usage: ringleader metrics [flags] JOB\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("step, rank, loss, local_grad_norm"));
+  EXPECT_THAT(out_.str(), HasSubstr("decimated"));
+  EXPECT_THAT(out_.str(), HasSubstr("--format csv|json"));
+  EXPECT_THAT(out_.str(), HasSubstr("-o, --output FILE"));
+  EXPECT_EQ(Run({"metrics"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("'metrics' takes JOB, got none"));
+  EXPECT_THAT(err_.str(), HasSubstr("usage: ringleader metrics [flags] JOB"));
+  err_.str("");
+  EXPECT_EQ(Run({"metrics", "j-1", "--format", "xml"}), kExitUsage);
+  EXPECT_EQ(err_.str(), "error: --format: expected csv or json, got 'xml'\n");
+  err_.str("");
+  EXPECT_EQ(Run({"metrics", "j-1", "-o"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("flag --output needs a value: --output FILE"));
+  err_.str("");
+  EXPECT_EQ(Run({"metrics", "j-1", "--output="}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--output: expected a file name"));
+  err_.str("");
+  EXPECT_EQ(Run({"metrics", "j-1", "--formt", "csv"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("unknown flag --formt for 'metrics' (did you mean 'format'?)"));
+  err_.str("");
+  EXPECT_EQ(Run({"export", "j-1"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("export: -o FILE (--output) is required"));
+  EXPECT_EQ(connects_, 0);
+}
+
+TEST_F(CliTest, MetricsDispatchesWithFormatAndOutput) {
+  v1::GetJobMetricsResponse metrics;
+  metrics.set_job_id("j-6");
+  metrics.set_generation(1);
+  v1::MetricsPoint* point = metrics.add_points();
+  point->set_step(4);
+  point->set_loss(0.5);
+  EXPECT_CALL(client_, GetJobMetrics("j-6")).Times(2).WillRepeatedly(Return(metrics));
+  EXPECT_EQ(Run({"metrics", "j-6"}), kExitOk);
+  EXPECT_EQ(out_.str(),
+            "step,rank,loss,local_grad_norm,synced_grad_norm,drift,step_ms,compute_ms,comm_ms,"
+            "samples_per_second\n4,0,0.5,0,0,,0,0,0,0\n");
+  out_.str("");
+  const std::string path = ::testing::TempDir() + "cli_metrics.json";
+  EXPECT_EQ(Run({"metrics", "--format=json", "j-6", "-o", path}), kExitOk) << err_.str();
+  EXPECT_EQ(out_.str(), "wrote 1 point (steps 4..4, generation 1) to " + path + "\n");
 }
 
 }  // namespace

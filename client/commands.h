@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/job_client.h"
@@ -61,6 +62,15 @@ struct SubmitOptions {
   WatchOptions watch_options;
 };
 
+// `metrics`: where and how the job's step metrics are written.
+struct MetricsOptions {
+  std::string format = "csv";  // "csv" or "json"
+  std::string output_path;     // empty: stdout
+};
+
+// OK, or INVALID_ARGUMENT naming --format and its choices.
+absl::Status CheckMetricsOptions(const MetricsOptions& options);
+
 // The spec `submit` sends: the YAML file (if any), then the overrides in order, world_size 2
 // when neither set it, defaults, validation. Errors: INVALID_ARGUMENT (located in the file or
 // naming the flag), NOT_FOUND / other codes from read_file.
@@ -69,15 +79,26 @@ absl::StatusOr<v1::JobSpec> BuildSubmitSpec(const SubmitOptions& options,
 
 int RunSubmit(const SubmitOptions& options, JobClient& client, const CommandEnvironment& env);
 int RunStatus(const std::string& job_id, JobClient& client, const CommandEnvironment& env);
-// Follows the job to a terminal state; exit 0 only when it SUCCEEDED and the verdict passed.
+// Follows the job to a terminal state, then prints the coordinator's verdict; exit 0 only when
+// the job SUCCEEDED and the verdict is PASS or WARN.
 int RunWatch(const std::string& job_id, const WatchOptions& options, JobClient& client,
              const CommandEnvironment& env);
 int RunList(JobClient& client, const CommandEnvironment& env);
 int RunWorkers(JobClient& client, const CommandEnvironment& env);
 int RunCancel(const std::string& job_id, const std::string& reason, JobClient& client,
               const CommandEnvironment& env);
+// Prints the job's per-step, per-rank metrics as CSV or JSON, or writes them to
+// options.output_path (atomically) and prints a one-line summary. Exit 2 for a bad format.
+int RunMetrics(const std::string& job_id, const MetricsOptions& options, JobClient& client,
+               const CommandEnvironment& env);
 
-// The text `status` prints for `job`.
+// Writes the job's final weights (its final checkpoint, read from the path the coordinator
+// recorded) to `output_path` as safetensors. Exit 1 when the job has no final checkpoint or it
+// cannot be read or written (the message says which).
+int RunExport(const std::string& job_id, const std::string& output_path, JobClient& client,
+              const CommandEnvironment& env);
+
+// The text `status` prints for `job`, with the coordinator's verdict, alarms and stragglers.
 std::string FormatJobStatus(const v1::JobStatus& job);
 
 }  // namespace ringleader

@@ -210,6 +210,55 @@ TEST_F(CommandsTest, StatusPrintsStateTransitionsRanksAndEpochs) {
   EXPECT_THAT(text, HasSubstr("1     node1   host1  running  121"));
   EXPECT_THAT(text, HasSubstr("EPOCH  TEST_ACCURACY  TEST_LOSS  TRAIN_LOSS"));
   EXPECT_THAT(text, HasSubstr("1      0.8123         0.51       0.47"));
+  EXPECT_THAT(text, HasSubstr("verdict      not judged yet (0 steps judged)\n"));
+  EXPECT_THAT(text, Not(HasSubstr("\nalarms\n")));
+  EXPECT_THAT(text, Not(HasSubstr("\nstragglers\n")));
+}
+
+TEST_F(CommandsTest, StatusShowsTheVerdictAlarmsAndStragglers) {
+  v1::GetJobResponse response;
+  v1::JobStatus& job = *response.mutable_job() = RunningJob();
+  v1::Verdict* verdict = job.mutable_verdict();
+  verdict->set_result(v1::Verdict::WARN);
+  verdict->set_steps_judged(120);
+  verdict->set_last_step(120);
+  verdict->set_samples_per_second(10410.7);
+  v1::Alarm* alarm = job.add_alarms();
+  alarm->set_kind(v1::Alarm::STRAGGLER);
+  alarm->set_step(100);
+  alarm->add_ranks(1);
+  alarm->set_message("steps 51-100: rank 1 is a straggler: median compute 30.0 ms vs 10.0 ms");
+  alarm->set_repeats(20);
+  alarm->set_last_step(120);
+  const double step_ms[] = {36, 36.5};
+  const double compute_ms[] = {10, 30};
+  const double comm_ms[] = {25.5, 5.5};
+  for (uint32_t r = 0; r < 2; ++r) {
+    v1::StragglerScore* score = job.add_stragglers();
+    score->set_rank(r);
+    score->set_score(r);
+    score->set_median_step_ms(step_ms[r]);
+    score->set_median_compute_ms(compute_ms[r]);
+    score->set_median_comm_ms(comm_ms[r]);
+    score->set_ratio_to_median(r == 0 ? 0.5 : 1.5);
+    score->set_flagged(r == 1);
+    if (r == 1) score->set_suspected_cause("compute");
+  }
+  EXPECT_CALL(client_, Get("j-3")).WillOnce(Return(response));
+  EXPECT_EQ(RunStatus("j-3", client_, env_), kExitOk);
+  const std::string text = out_.str();
+  EXPECT_THAT(text, HasSubstr("verdict      WARN (120 steps judged, 10411 train samples/s)\n"));
+  EXPECT_THAT(text, HasSubstr("\nalarms\n"
+                              "  STRAGGLER at step 100, rank 1: steps 51-100: rank 1 is a "
+                              "straggler: median compute 30.0 ms vs 10.0 ms (+20 later steps, "
+                              "last at step 120)  [warning]\n"));
+  EXPECT_THAT(text, HasSubstr("\nstragglers\n"
+                              "  RANK  SCORE  MEDIAN_STEP_MS  MEDIAN_COMPUTE_MS  MEDIAN_COMM_MS  "
+                              "RATIO_TO_MEDIAN  FLAGGED  SUSPECTED_CAUSE\n"
+                              "  0     0      36              10                 25.5            "
+                              "0.5              no       -\n"
+                              "  1     1      36.5            30                 5.5             "
+                              "1.5              yes      compute\n"));
 }
 
 TEST_F(CommandsTest, StatusShowsRankErrorsAndUnknownJobExitsOne) {
@@ -271,12 +320,42 @@ v1::WatchJobResponse Watched(v1::JobStatus job, uint64_t version) {
   return response;
 }
 
-v1::JobStatus WithSteps(v1::JobStatus job, uint64_t step, double norm0, double norm1) {
+v1::JobStatus WithSteps(v1::JobStatus job, uint64_t step) {
   job.mutable_ranks(0)->mutable_last_step()->set_step(step);
   job.mutable_ranks(1)->mutable_last_step()->set_step(step);
-  job.mutable_ranks(0)->mutable_last_step()->set_synced_grad_norm(norm0);
-  job.mutable_ranks(1)->mutable_last_step()->set_synced_grad_norm(norm1);
   return job;
+}
+
+// The coordinator's verdict `result` through `last_step`, with both ranks' figures there.
+v1::JobStatus Judged(v1::JobStatus job, v1::Verdict::Result result, uint64_t last_step) {
+  v1::Verdict* verdict = job.mutable_verdict();
+  verdict->set_result(result);
+  verdict->set_steps_judged(last_step);
+  verdict->set_last_step(last_step);
+  verdict->set_samples_per_second(2560);
+  verdict->clear_last();
+  for (uint32_t r = 0; r < 2; ++r) {
+    v1::RankStepFigures* figures = verdict->add_last();
+    figures->set_rank(r);
+    figures->set_loss(0.4321);
+    figures->set_local_grad_norm(2.5 + r);
+    figures->set_synced_grad_norm(1.75);
+    figures->set_has_drift(true);
+    figures->set_step_ms(12.5);
+  }
+  return job;
+}
+
+v1::Alarm MakeAlarm(v1::Alarm::Kind kind, uint64_t step, uint32_t rank, bool failed_job,
+                    const std::string& message) {
+  v1::Alarm alarm;
+  alarm.set_kind(kind);
+  alarm.set_step(step);
+  alarm.add_ranks(rank);
+  alarm.set_failed_job(failed_job);
+  alarm.set_message(message);
+  alarm.set_last_step(step);
+  return alarm;
 }
 
 v1::JobStatus Finished(v1::JobStatus job, v1::JobState state) {
@@ -291,7 +370,7 @@ v1::JobStatus Finished(v1::JobStatus job, v1::JobState state) {
   return job;
 }
 
-TEST_F(CommandsTest, WatchFollowsVersionsUntilSucceededAndPasses) {
+TEST_F(CommandsTest, WatchFollowsVersionsUntilSucceededAndShowsThePassVerdict) {
   const v1::JobStatus running = RunningJob();
   {
     InSequence order;
@@ -299,63 +378,165 @@ TEST_F(CommandsTest, WatchFollowsVersionsUntilSucceededAndPasses) {
     // A long poll that ran out: same version, nothing printed.
     EXPECT_CALL(client_, Watch("j-3", 4, _)).WillOnce(Return(Watched(running, 4)));
     EXPECT_CALL(client_, Watch("j-3", 4, _))
-        .WillOnce(Return(Watched(WithSteps(running, 200, 1.5, 1.5), 5)));
+        .WillOnce(Return(Watched(Judged(WithSteps(running, 200), v1::Verdict::PASS, 199), 5)));
     EXPECT_CALL(client_, Watch("j-3", 5, _))
-        .WillOnce(Return(
-            Watched(Finished(WithSteps(running, 300, 1.25, 1.25), v1::JOB_STATE_SUCCEEDED), 6)));
+        .WillOnce(Return(Watched(Finished(Judged(WithSteps(running, 300), v1::Verdict::PASS, 300),
+                                          v1::JOB_STATE_SUCCEEDED),
+                                 6)));
   }
   EXPECT_EQ(RunWatch("j-3", WatchOptions(), client_, env_), kExitOk);
   const std::string text = out_.str();
   EXPECT_THAT(text, HasSubstr("2023-11-14 22:13:20.000 UTC  QUEUED: submitted\n"));
-  EXPECT_THAT(text, HasSubstr("step 120/? | epoch 1 | loss 0.4321 | step 12.3 ms"));
+  EXPECT_THAT(text, HasSubstr("step 120/? | epoch 1 | loss 0.4321 | step 12.3 ms | comm 4.5 ms\n"));
   EXPECT_THAT(text, HasSubstr("epoch 1: test accuracy 0.8123"));
   EXPECT_THAT(text, HasSubstr("epoch 2: test accuracy 0.8456"));
   EXPECT_THAT(text, HasSubstr("SUCCEEDED: all ranks finished"));
-  EXPECT_THAT(text, HasSubstr("final accuracy  0.8456 (epoch 2)"));
-  EXPECT_THAT(text, HasSubstr("equal across 2 ranks at step 300"));
-  EXPECT_THAT(text, HasSubstr("max drift       0 over"));
-  EXPECT_THAT(text, HasSubstr("result: PASS"));
+  EXPECT_THAT(text, HasSubstr("verdict\n"
+                              "  state           SUCCEEDED\n"
+                              "  final accuracy  0.8456 (epoch 2)\n"
+                              "  first bad step  none\n"
+                              "  last step       300\n"
+                              "    RANK  LOSS    LOCAL_GRAD  SYNCED_GRAD  DRIFT  STEP_MS\n"
+                              "    0     0.4321  2.5         1.75         0      12.5\n"
+                              "    1     0.4321  3.5         1.75         0      12.5\n"
+                              "  alarms          none\n"
+                              "result: PASS (300 steps judged, 2560 train samples/s)\n"));
+  EXPECT_THAT(text, Not(HasSubstr("alarm:")));
   EXPECT_THAT(text, Not(HasSubstr("\r")));  // not a terminal
 }
 
-TEST_F(CommandsTest, WatchFailsVerdictOnUnequalGradNorms) {
-  const v1::JobStatus running = RunningJob();
+TEST_F(CommandsTest, WatchShowsAFailingAlarmAsRaisedAndTheFirstBadStepThenExitsOne) {
+  // Rank 1 bypasses the gradient sync: its synced norm equals its local norm, unlike rank 0's.
+  // The client does not judge that itself: only the coordinator's alarm and verdict count.
+  v1::JobStatus running = Judged(WithSteps(RunningJob(), 3), v1::Verdict::FAIL, 3);
+  const v1::Alarm alarm =
+      MakeAlarm(v1::Alarm::NOT_SYNCHRONIZED, 3, 1, /*failed_job=*/true,
+                "step 3: rank 1 was not synchronised (synced grad norm 3.5 = its local norm)");
+  *running.add_alarms() = alarm;
+  v1::Verdict* verdict = running.mutable_verdict();
+  verdict->set_first_bad_step(3);
+  *verdict->mutable_first_bad() = verdict->last();
+  verdict->mutable_first_bad(1)->set_synced_grad_norm(3.5);
+  verdict->mutable_first_bad(1)->set_has_drift(false);
+  v1::JobStatus failed = running;
+  failed.set_state(v1::JOB_STATE_FAILED);
+  failed.add_transitions()->set_state(v1::JOB_STATE_FAILED);
+  failed.mutable_transitions(1)->set_reason("check failed: NOT_SYNCHRONIZED: step 3: ...");
   EXPECT_CALL(client_, Watch("j-3", _, _))
-      .WillOnce(Return(Watched(WithSteps(running, 200, 1.5, 1.5), 1)))
-      .WillOnce(Return(
-          Watched(Finished(WithSteps(running, 300, 1.25, 1.2500100), v1::JOB_STATE_SUCCEEDED), 2)));
+      .WillOnce(Return(Watched(running, 1)))
+      .WillOnce(Return(Watched(failed, 2)));
   EXPECT_EQ(RunWatch("j-3", WatchOptions(), client_, env_), kExitFailure);
-  EXPECT_THAT(out_.str(), HasSubstr("grad norms      DIFFER at step 300: rank 0 1.25, rank 1 "
-                                    "1.25001"));
-  EXPECT_THAT(out_.str(), HasSubstr("result: FAIL"));
+  const std::string text = out_.str();
+  EXPECT_THAT(text, HasSubstr("alarm: NOT_SYNCHRONIZED at step 3, rank 1: step 3: rank 1 was not "
+                              "synchronised (synced grad norm 3.5 = its local norm)  [failed the "
+                              "job]\n"));
+  EXPECT_THAT(text, HasSubstr("FAILED: check failed: NOT_SYNCHRONIZED"));
+  EXPECT_THAT(text, HasSubstr("  state           FAILED  [FAIL]\n"));
+  EXPECT_THAT(text, HasSubstr("  first bad step  3\n"
+                              "    RANK  LOSS    LOCAL_GRAD  SYNCED_GRAD  DRIFT  STEP_MS\n"
+                              "    0     0.4321  2.5         1.75         0      12.5\n"
+                              "    1     0.4321  3.5         3.5          -      12.5\n"
+                              "  last step       3\n"));
+  EXPECT_THAT(text, HasSubstr("  alarms          1 (1 failed the job, 0 warnings)\n"));
+  EXPECT_THAT(text, HasSubstr("result: FAIL (3 steps judged, first bad step 3, 2560 train "
+                              "samples/s): the job ended FAILED\n"));
 }
 
-TEST_F(CommandsTest, WatchOfFailedJobExitsOneAndShowsRankErrors) {
-  v1::JobStatus failed = Finished(RunningJob(), v1::JOB_STATE_FAILED);
+TEST_F(CommandsTest, WatchOfASucceededJobWithWarningsExitsZeroAndShowsThem) {
+  v1::JobStatus done = Finished(Judged(WithSteps(RunningJob(), 300), v1::Verdict::WARN, 300),
+                                v1::JOB_STATE_SUCCEEDED);
+  v1::Alarm drift = MakeAlarm(v1::Alarm::DRIFT, 50, 1, /*failed_job=*/false,
+                              "step 50: drift 3e-06 in fc2.weight > 1e-06");
+  drift.set_tensor("fc2.weight");
+  drift.set_repeats(25);
+  drift.set_last_step(300);
+  *done.add_alarms() = drift;
+  v1::Verdict* verdict = done.mutable_verdict();
+  verdict->set_first_bad_step(50);
+  *verdict->mutable_first_bad() = verdict->last();
+  verdict->mutable_first_bad(1)->set_drift(3e-6);
+  EXPECT_CALL(client_, Watch("j-3", 0, _)).WillOnce(Return(Watched(done, 7)));
+  EXPECT_EQ(RunWatch("j-3", WatchOptions(), client_, env_), kExitOk);
+  const std::string text = out_.str();
+  EXPECT_THAT(text, HasSubstr("  state           SUCCEEDED\n"));
+  EXPECT_THAT(text, HasSubstr("  first bad step  50\n"
+                              "    RANK  LOSS    LOCAL_GRAD  SYNCED_GRAD  DRIFT  STEP_MS\n"
+                              "    0     0.4321  2.5         1.75         0      12.5\n"
+                              "    1     0.4321  3.5         1.75         3e-06  12.5\n"
+                              "  last step       300\n"));
+  EXPECT_THAT(text, HasSubstr("  alarms          1 (0 failed the job, 1 warning)\n"
+                              "    DRIFT at step 50, rank 1, tensor fc2.weight: step 50: drift "
+                              "3e-06 in fc2.weight > 1e-06 (+25 later steps, last at step 300)  "
+                              "[warning]\n"));
+  EXPECT_THAT(text, HasSubstr("result: WARN (300 steps judged, first bad step 50, 2560 train "
+                              "samples/s): the job succeeded with 1 warning (see the alarms "
+                              "above)\n"));
+  // A watch that starts after the end lists the alarms once, in the verdict.
+  EXPECT_THAT(text, Not(HasSubstr("alarm: ")));
+}
+
+TEST_F(CommandsTest, WatchOfAFailedJobExitsOneAndShowsRankErrors) {
+  v1::JobStatus failed =
+      Finished(Judged(RunningJob(), v1::Verdict::PASS, 120), v1::JOB_STATE_FAILED);
   failed.mutable_ranks(1)->set_error("fingerprint mismatch");
   EXPECT_CALL(client_, Watch("j-3", 0, _)).WillOnce(Return(Watched(failed, 9)));
   EXPECT_EQ(RunWatch("j-3", WatchOptions(), client_, env_), kExitFailure);
   EXPECT_THAT(out_.str(), HasSubstr("rank 1 failed: fingerprint mismatch"));
   EXPECT_THAT(out_.str(), HasSubstr("state           FAILED  [FAIL]"));
+  EXPECT_THAT(out_.str(), HasSubstr("result: PASS (120 steps judged, 2560 train samples/s): the "
+                                    "job ended FAILED\n"));
 }
 
-TEST_F(CommandsTest, WatchOnTerminalRewritesTheProgressLine) {
+TEST_F(CommandsTest, WatchOfASucceededJobTheCoordinatorNeverJudgedExitsOne) {
+  v1::JobStatus done = Finished(RunningJob(), v1::JOB_STATE_SUCCEEDED);
+  EXPECT_CALL(client_, Watch("j-3", 0, _)).WillOnce(Return(Watched(done, 2)));
+  EXPECT_EQ(RunWatch("j-3", WatchOptions(), client_, env_), kExitFailure);
+  EXPECT_THAT(out_.str(), HasSubstr("result: not judged yet (0 steps judged): the coordinator "
+                                    "judged no step\n"));
+}
+
+TEST_F(CommandsTest, WatchShowsEachAlarmOnceAndAgainAfterANewAttempt) {
+  v1::JobStatus running = Judged(RunningJob(), v1::Verdict::WARN, 120);
+  *running.add_alarms() = MakeAlarm(v1::Alarm::STRAGGLER, 100, 0, false, "rank 0 is slow");
+  v1::JobStatus repeated = running;
+  repeated.mutable_alarms(0)->set_repeats(3);
+  v1::JobStatus retried = running;
+  retried.set_generation(3);
+  v1::JobStatus done = Finished(running, v1::JOB_STATE_SUCCEEDED);
+  EXPECT_CALL(client_, Watch("j-3", _, _))
+      .WillOnce(Return(Watched(running, 1)))
+      .WillOnce(Return(Watched(repeated, 2)))
+      .WillOnce(Return(Watched(retried, 3)))
+      .WillOnce(Return(Watched(done, 4)));
+  EXPECT_EQ(RunWatch("j-3", WatchOptions(), client_, env_), kExitOk);
+  const std::string line = "alarm: STRAGGLER at step 100, rank 0: rank 0 is slow  [warning]\n";
+  const std::string text = out_.str();
+  const size_t first = text.find(line);
+  ASSERT_NE(first, std::string::npos);
+  const size_t second = text.find(line, first + 1);
+  ASSERT_NE(second, std::string::npos);  // generation 3
+  EXPECT_EQ(text.find(line, second + 1), std::string::npos);
+}
+
+TEST_F(CommandsTest, WatchOnTerminalRewritesTheProgressLineWithTheVerdictSoFar) {
   env_.out_is_tty = true;
   const v1::JobStatus running = RunningJob();
   EXPECT_CALL(client_, Watch("j-3", _, _))
       .WillOnce(Return(Watched(running, 1)))
-      .WillOnce(Return(Watched(WithSteps(running, 121, 1, 1), 2)))
+      .WillOnce(Return(Watched(Judged(WithSteps(running, 121), v1::Verdict::WARN, 121), 2)))
       .WillOnce(Return(Watched(Finished(running, v1::JOB_STATE_CANCELLED), 3)));
   EXPECT_EQ(RunWatch("j-3", WatchOptions(), client_, env_), kExitFailure);
-  EXPECT_THAT(out_.str(), HasSubstr("\rstep 120/? | epoch 1"));
-  EXPECT_THAT(out_.str(), HasSubstr("\rstep 121/? | epoch 1"));
+  EXPECT_THAT(out_.str(), HasSubstr("\rstep 120/? | epoch 1 | loss 0.4321 | step 12.3 ms | comm "
+                                    "4.5 ms\r"));
+  EXPECT_THAT(out_.str(), HasSubstr("\rstep 121/? | epoch 1 | loss 0.4321 | step 12.3 ms | comm "
+                                    "4.5 ms | 2560 samples/s | WARN\n"));
   EXPECT_THAT(out_.str(), HasSubstr("CANCELLED"));
 }
 
 TEST_F(CommandsTest, WatchShowsTheTotalStepsTheRanksReport) {
   env_.out_is_tty = true;
   const v1::JobStatus running = RunningJob();
-  v1::JobStatus stepping = WithSteps(running, 121, 1, 1);
+  v1::JobStatus stepping = WithSteps(running, 121);
   stepping.mutable_ranks(0)->mutable_last_step()->set_total_steps(4690);
   stepping.mutable_ranks(1)->mutable_last_step()->set_total_steps(4690);
   EXPECT_CALL(client_, Watch("j-3", _, _))
@@ -371,17 +552,18 @@ TEST_F(CommandsTest, WatchPacesPlainProgressLinesByTheClock) {
   v1::JobStatus running = RunningJob();
   running.mutable_spec()->set_max_steps(500);
   EXPECT_CALL(client_, Watch("j-3", _, _))
-      .WillOnce(Return(Watched(WithSteps(running, 10, 1, 1), 1)))
+      .WillOnce(Return(Watched(WithSteps(running, 10), 1)))
       .WillOnce([&](const std::string&, uint64_t, absl::Duration) {
         clock_.Advance(absl::Seconds(1));  // too soon: not printed
-        return Watched(WithSteps(running, 20, 1, 1), 2);
+        return Watched(WithSteps(running, 20), 2);
       })
       .WillOnce([&](const std::string&, uint64_t, absl::Duration) {
         clock_.Advance(absl::Seconds(5));
-        return Watched(WithSteps(running, 30, 1, 1), 3);
+        return Watched(WithSteps(running, 30), 3);
       })
-      .WillOnce(
-          Return(Watched(Finished(WithSteps(running, 40, 1, 1), v1::JOB_STATE_SUCCEEDED), 4)));
+      .WillOnce(Return(Watched(
+          Finished(Judged(WithSteps(running, 40), v1::Verdict::PASS, 40), v1::JOB_STATE_SUCCEEDED),
+          4)));
   EXPECT_EQ(RunWatch("j-3", options, client_, env_), kExitOk);
   EXPECT_THAT(out_.str(), HasSubstr("step 10/500"));
   EXPECT_THAT(out_.str(), Not(HasSubstr("step 20/500")));
@@ -418,7 +600,8 @@ TEST_F(CommandsTest, SubmitWithWatchFollowsTheNewJob) {
   EXPECT_CALL(client_, Submit(_)).WillOnce([](const v1::JobSpec& spec) {
     return Submitted("j-5", JobSpecFingerprint(spec));
   });
-  v1::JobStatus done = Finished(RunningJob(), v1::JOB_STATE_SUCCEEDED);
+  v1::JobStatus done =
+      Finished(Judged(RunningJob(), v1::Verdict::PASS, 121), v1::JOB_STATE_SUCCEEDED);
   EXPECT_CALL(client_, Watch("j-5", 0, _)).WillOnce(Return(Watched(done, 3)));
   EXPECT_EQ(RunSubmit(options, client_, env_), kExitOk);
   EXPECT_THAT(out_.str(), AllOf(HasSubstr("submitted job j-5"), HasSubstr("result: PASS")));

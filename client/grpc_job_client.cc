@@ -50,6 +50,12 @@ class GrpcJobClient : public JobClient {
     return Call(&v1::JobService::Stub::CancelJob, request, absl::ZeroDuration());
   }
 
+  absl::StatusOr<v1::GetJobMetricsResponse> GetJobMetrics(const std::string& job_id) override {
+    v1::GetJobMetricsRequest request;
+    request.set_job_id(job_id);
+    return Call(&v1::JobService::Stub::GetJobMetrics, request, absl::ZeroDuration());
+  }
+
  private:
   // One unary call with deadline = now + call_timeout + extra (the server-side wait).
   template <typename Request, typename Response>

@@ -59,12 +59,32 @@ class FakeJobService final : public v1::JobService::Service {
     cancel_reason_ = request->reason();
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "already finished");
   }
+  grpc::Status GetJobMetrics(grpc::ServerContext* context, const v1::GetJobMetricsRequest* request,
+                             v1::GetJobMetricsResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    metrics_deadline_left_ = context->deadline() - std::chrono::system_clock::now();
+    if (request->job_id() != "j-1") {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no job " + request->job_id());
+    }
+    response->set_job_id("j-1");
+    response->set_generation(2);
+    response->set_full_resolution_steps(1000);
+    response->set_decimation_stride(4);
+    v1::MetricsPoint* point = response->add_points();
+    point->set_step(8);
+    point->set_rank(1);
+    point->set_loss(0.1);
+    point->set_has_drift(true);
+    point->set_drift(1e-300);
+    return grpc::Status::OK;
+  }
 
   absl::Mutex mu_;
   v1::JobSpec last_spec_ ABSL_GUARDED_BY(mu_);
   v1::WatchJobRequest watch_request_ ABSL_GUARDED_BY(mu_);
   std::chrono::system_clock::duration watch_deadline_left_ ABSL_GUARDED_BY(mu_);
   std::string cancel_reason_ ABSL_GUARDED_BY(mu_);
+  std::chrono::system_clock::duration metrics_deadline_left_ ABSL_GUARDED_BY(mu_);
 };
 
 class GrpcJobClientTest : public ::testing::Test {
@@ -137,6 +157,30 @@ TEST_F(GrpcJobClientTest, ListCalls) {
   absl::StatusOr<v1::ListWorkersResponse> workers = client_->ListWorkers();
   ASSERT_TRUE(workers.ok()) << workers.status();
   EXPECT_EQ(workers->workers(0).name(), "node0");
+}
+
+TEST_F(GrpcJobClientTest, GetJobMetricsReturnsThePointsWithinTheCallTimeout) {
+  absl::StatusOr<v1::GetJobMetricsResponse> metrics = client_->GetJobMetrics("j-1");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_EQ(metrics->job_id(), "j-1");
+  EXPECT_EQ(metrics->generation(), 2u);
+  EXPECT_EQ(metrics->full_resolution_steps(), 1000u);
+  EXPECT_EQ(metrics->decimation_stride(), 4u);
+  ASSERT_EQ(metrics->points_size(), 1);
+  EXPECT_EQ(metrics->points(0).step(), 8u);
+  EXPECT_EQ(metrics->points(0).rank(), 1u);
+  EXPECT_EQ(metrics->points(0).loss(), 0.1);
+  EXPECT_TRUE(metrics->points(0).has_drift());
+  EXPECT_EQ(metrics->points(0).drift(), 1e-300);
+  {
+    // Deadline = the call timeout (5 s) with nothing added (see the Watch test for the slack).
+    absl::MutexLock lock(&service_.mu_);
+    EXPECT_GT(service_.metrics_deadline_left_, std::chrono::seconds(4));
+    EXPECT_LE(service_.metrics_deadline_left_, std::chrono::milliseconds(5500));
+  }
+  absl::StatusOr<v1::GetJobMetricsResponse> missing = client_->GetJobMetrics("j-9");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(missing.status().message(), "no job j-9");
 }
 
 TEST(GrpcJobClientNoServerTest, UnreachableCoordinatorIsUnavailable) {

@@ -41,6 +41,11 @@ class JobClient {
   // DEADLINE_EXCEEDED.
   virtual absl::StatusOr<v1::CancelJobResponse> Cancel(const std::string& job_id,
                                                        const std::string& reason) = 0;
+
+  // The current attempt's per-step, per-rank metrics, ordered by step then rank; older steps
+  // are decimated (see v1::GetJobMetricsResponse). Errors: NOT_FOUND, UNAVAILABLE,
+  // DEADLINE_EXCEEDED.
+  virtual absl::StatusOr<v1::GetJobMetricsResponse> GetJobMetrics(const std::string& job_id) = 0;
 };
 
 }  // namespace ringleader

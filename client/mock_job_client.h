@@ -19,6 +19,8 @@ class MockJobClient : public JobClient {
   MOCK_METHOD(absl::StatusOr<v1::ListWorkersResponse>, ListWorkers, (), (override));
   MOCK_METHOD(absl::StatusOr<v1::CancelJobResponse>, Cancel,
               (const std::string& job_id, const std::string& reason), (override));
+  MOCK_METHOD(absl::StatusOr<v1::GetJobMetricsResponse>, GetJobMetrics,
+              (const std::string& job_id), (override));
 };
 
 }  // namespace ringleader

@@ -84,6 +84,33 @@ TEST(ParseJobSpecYamlTest, UnknownFieldSuggestsTheCloseOneWithLine) {
               StartsWith("spec.yaml:1: unknown field 'colour' (a job spec has name, world_size"));
 }
 
+TEST(ParseJobSpecYamlTest, ReadsChecksAndRefusesUnknownCheckKeysWithTheirLine) {
+  absl::StatusOr<v1::JobSpec> spec =
+      ParseJobSpecYaml("name: a\nchecks: {on_desync: warn, drift_tolerance: 0.001}\n", "spec.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->checks().on_desync(), "warn");
+  EXPECT_TRUE(spec->checks().has_drift_tolerance());
+  EXPECT_DOUBLE_EQ(spec->checks().drift_tolerance(), 0.001);
+  EXPECT_FALSE(spec->checks().has_grad_norm_rtol());
+  EXPECT_FALSE(spec->checks().has_straggler_factor());
+
+  absl::StatusOr<v1::JobSpec> block = ParseJobSpecYaml(
+      "checks:\n  grad_norm_rtol: 1e-4\n  straggler_factor: 3\n  on_desync: fail\n", "spec.yaml");
+  ASSERT_TRUE(block.ok()) << block.status();
+  EXPECT_DOUBLE_EQ(block->checks().grad_norm_rtol(), 1e-4);
+  EXPECT_DOUBLE_EQ(block->checks().straggler_factor(), 3);
+  EXPECT_EQ(block->checks().on_desync(), "fail");
+
+  EXPECT_EQ(ErrorOf("name: a\nchecks:\n  on_desync: warn\n  drift_tolerence: 0.1\n"),
+            "spec.yaml:4: unknown field 'checks.drift_tolerence' (did you mean "
+            "'checks.drift_tolerance'?)");
+  EXPECT_EQ(ErrorOf("checks: {on_desync: warn, colour: red}\n"),
+            "spec.yaml:1: unknown field 'checks.colour' (checks has on_desync, grad_norm_rtol, "
+            "drift_tolerance, straggler_factor)");
+  EXPECT_EQ(ErrorOf("\nchecks:\n  drift_tolerance: tiny\n"),
+            "spec.yaml:3: checks.drift_tolerance: expected a number, got 'tiny'");
+}
+
 TEST(ParseJobSpecYamlTest, WrongScalarTypes) {
   EXPECT_EQ(ErrorOf("name: x\n\nworld_size: two\n"),
             "spec.yaml:3: world_size: expected an unsigned integer, got 'two'");

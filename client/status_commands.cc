@@ -1,14 +1,17 @@
-// `ringleader status | list | workers | cancel`: one call each, printed as tables.
+// `ringleader status | list | workers | cancel`: one call each, printed as tables. `status`
+// includes the coordinator's verdict so far, its alarms and straggler scores.
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "client/command_util.h"
 #include "client/commands.h"
 #include "client/format.h"
 #include "client/table.h"
+#include "client/verdict_format.h"
 
 namespace ringleader {
 namespace {
@@ -30,6 +33,36 @@ std::string SlowestStep(const v1::JobStatus& job) {
   return any ? absl::StrCat(slowest) : "-";
 }
 
+// "12.3s"; "running" while it has no end.
+std::string AttemptDuration(const v1::AttemptSummary& attempt) {
+  if (attempt.end_time_unix_ms() == 0) return "running";
+  return absl::FormatDuration(absl::Trunc(
+      absl::Milliseconds(attempt.end_time_unix_ms() - attempt.start_time_unix_ms()),
+      absl::Milliseconds(100)));
+}
+
+// Every attempt (generation, workers, resumed step, last step, duration, how it ended) and the
+// job's events, once there is more than one attempt or an event.
+void AppendAttemptsAndEvents(const v1::JobStatus& job, std::string* text) {
+  if (job.attempts_size() > 1 || job.restarts() > 0) {
+    Table attempts({"GEN", "WORKERS", "RESUMED_AFTER", "LAST_STEP", "DURATION", "ENDED"}, "  ");
+    for (const v1::AttemptSummary& attempt : job.attempts()) {
+      attempts.AddRow({absl::StrCat(attempt.generation()), absl::StrJoin(attempt.workers(), ", "),
+                       absl::StrCat(attempt.resumed_from_step()),
+                       absl::StrCat(attempt.last_step()), AttemptDuration(attempt),
+                       attempt.end_reason().empty() ? "-" : attempt.end_reason()});
+    }
+    absl::StrAppend(text, "\nattempts\n", attempts.Render());
+  }
+  if (job.events_size() > 0) {
+    absl::StrAppend(text, "\nevents\n");
+    for (const v1::JobEvent& event : job.events()) {
+      absl::StrAppend(text, "  ", FormatUnixMillis(event.time_unix_ms()), "  ", event.message(),
+                      "\n");
+    }
+  }
+}
+
 }  // namespace
 
 std::string FormatJobStatus(const v1::JobStatus& job) {
@@ -43,6 +76,15 @@ std::string FormatJobStatus(const v1::JobStatus& job) {
   if (!job.checkpoint_path().empty()) {
     absl::StrAppend(&text, "checkpoint   ", job.checkpoint_path(), "\n");
   }
+  if (!job.last_checkpoint().empty()) {
+    absl::StrAppend(&text, "last ckpt    step ", job.last_checkpoint_step(), ": ",
+                    job.last_checkpoint(), "\n");
+  }
+  if (job.spec().has_max_restarts()) {
+    absl::StrAppend(&text, "restarts     ", job.restarts(), " of ", job.spec().max_restarts(),
+                    "\n");
+  }
+  absl::StrAppend(&text, "verdict      ", SummarizeVerdict(job.verdict()), "\n");
 
   Table transitions({"TIME", "STATE", "REASON"}, "  ");
   for (const v1::StateTransition& transition : job.transitions()) {
@@ -50,6 +92,7 @@ std::string FormatJobStatus(const v1::JobStatus& job) {
                         JobStateName(transition.state()), transition.reason()});
   }
   absl::StrAppend(&text, "\ntransitions\n", transitions.Render());
+  AppendAttemptsAndEvents(job, &text);
 
   Table ranks({"RANK", "WORKER", "HOST", "STATE", "STEP", "EPOCH", "LOSS", "LOCAL_GRAD",
                "SYNCED_GRAD", "DRIFT", "STEP_MS", "COMM_MS", "HIDDEN_MS", "HEARTBEAT"},
@@ -73,6 +116,16 @@ std::string FormatJobStatus(const v1::JobStatus& job) {
   }
   absl::StrAppend(&text, "\nranks\n", ranks.Render());
   if (!errors.empty()) absl::StrAppend(&text, "\nrank errors\n", absl::StrJoin(errors, "\n"), "\n");
+
+  if (job.alarms_size() > 0) {
+    absl::StrAppend(&text, "\nalarms\n");
+    for (const v1::Alarm& alarm : job.alarms()) {
+      absl::StrAppend(&text, "  ", FormatAlarm(alarm), "\n");
+    }
+  }
+  if (job.stragglers_size() > 0) {
+    absl::StrAppend(&text, "\nstragglers\n", FormatStragglers(job.stragglers(), "  "));
+  }
 
   if (job.epochs_size() > 0) {
     Table epochs({"EPOCH", "TEST_ACCURACY", "TEST_LOSS", "TRAIN_LOSS"}, "  ");

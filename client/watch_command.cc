@@ -1,5 +1,6 @@
-// `ringleader watch`: follows a job through WatchJob long polls until it ends, then judges the
-// run (run_verdict.h).
+// `ringleader watch`: follows a job through WatchJob long polls until it ends, showing the
+// coordinator's alarms as they are raised, then prints the coordinator's verdict
+// (verdict_format.h). It judges nothing itself.
 #include <algorithm>
 #include <string>
 
@@ -8,7 +9,7 @@
 #include "client/command_util.h"
 #include "client/commands.h"
 #include "client/format.h"
-#include "client/run_verdict.h"
+#include "client/verdict_format.h"
 
 namespace ringleader {
 namespace {
@@ -57,8 +58,8 @@ class ProgressPrinter {
   absl::Time last_plain_time_;
 };
 
-// "step 120/? | epoch 1 | loss 0.4321 | step 12.3 ms | comm 4.1 ms" of the slowest rank; "" when
-// no rank has stepped yet.
+// "step 120/? | epoch 1 | loss 0.4321 | step 12.3 ms | comm 4.1 ms" of the slowest rank, then
+// the coordinator's verdict so far ("| 5120 samples/s | PASS"); "" when no rank has stepped yet.
 std::string ProgressText(const v1::JobStatus& job) {
   const v1::StepReport* slowest = nullptr;
   for (const v1::RankStatus& rank : job.ranks()) {
@@ -71,10 +72,20 @@ std::string ProgressText(const v1::JobStatus& job) {
   // The ranks know the total (data set size, epochs, max_steps); older ranks send 0.
   uint64_t total = slowest->total_steps();
   if (total == 0) total = job.spec().max_steps();
-  return absl::StrCat("step ", slowest->step(), "/", total > 0 ? absl::StrCat(total) : "?",
-                      " | epoch ", slowest->epoch(), " | loss ", FormatNumber(slowest->loss()),
-                      " | step ", FormatNumber(slowest->step_ms(), 3), " ms | comm ",
-                      FormatNumber(slowest->comm_ms(), 3), " ms");
+  std::string text =
+      absl::StrCat("step ", slowest->step(), "/", total > 0 ? absl::StrCat(total) : "?",
+                   " | epoch ", slowest->epoch(), " | loss ", FormatNumber(slowest->loss()),
+                   " | step ", FormatNumber(slowest->step_ms(), 3), " ms | comm ",
+                   FormatNumber(slowest->comm_ms(), 3), " ms");
+  const v1::Verdict& verdict = job.verdict();
+  if (verdict.samples_per_second() > 0) {
+    absl::StrAppend(&text, " | ", absl::StrFormat("%.0f", verdict.samples_per_second()),
+                    " samples/s");
+  }
+  if (verdict.result() != v1::Verdict::RESULT_UNSPECIFIED) {
+    absl::StrAppend(&text, " | ", VerdictResultName(verdict.result()));
+  }
+  return text;
 }
 
 }  // namespace
@@ -82,12 +93,13 @@ std::string ProgressText(const v1::JobStatus& job) {
 int RunWatch(const std::string& job_id, const WatchOptions& options, JobClient& client,
              const CommandEnvironment& env) {
   ProgressPrinter printer(env, options.plain_interval);
-  RunObserver observer;
   printer.Line(
       absl::StrCat("watching job ", job_id, " (interrupting the watch leaves the job running)"));
   uint64_t version = 0;
   int transitions_shown = 0;
   int epochs_shown = 0;
+  int alarms_shown = 0;
+  uint64_t alarms_generation = 0;
   int failures = 0;
   absl::Duration backoff = absl::Milliseconds(500);
   while (true) {
@@ -115,7 +127,6 @@ int RunWatch(const std::string& job_id, const WatchOptions& options, JobClient& 
     // A long poll that ran out answers with the unchanged status: nothing to show.
     if (version != 0 && job.version() <= version && !IsTerminal(job.state())) continue;
     version = job.version();
-    observer.Observe(job);
 
     // Lists restart when the coordinator starts a new attempt; show them again from the top.
     if (job.transitions_size() < transitions_shown) transitions_shown = 0;
@@ -141,9 +152,17 @@ int RunWatch(const std::string& job_id, const WatchOptions& options, JobClient& 
           *env.out << "rank " << rank.rank() << " failed: " << rank.error() << "\n";
         }
       }
-      const RunVerdict verdict = observer.Conclude(job);
-      *env.out << FormatVerdict(verdict) << std::flush;
-      return verdict.passed ? kExitOk : kExitFailure;
+      *env.out << FormatFinalVerdict(job) << std::flush;
+      return RunPassed(job) ? kExitOk : kExitFailure;
+    }
+    // Each alarm once, as raised; the final verdict lists them all with their later repeats. A
+    // new attempt is judged afresh.
+    if (job.generation() != alarms_generation || job.alarms_size() < alarms_shown) {
+      alarms_shown = 0;
+      alarms_generation = job.generation();
+    }
+    for (; alarms_shown < job.alarms_size(); ++alarms_shown) {
+      printer.Line("alarm: " + FormatAlarm(job.alarms(alarms_shown)));
     }
     const std::string progress = ProgressText(job);
     if (!progress.empty()) printer.Progress(progress);

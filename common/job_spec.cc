@@ -26,6 +26,7 @@ using ::ringleader::v1::ModelSpec;
 constexpr uint32_t kFashionMnistInputs = 28 * 28;
 constexpr uint32_t kFashionMnistClasses = 10;
 constexpr size_t kMaxNameLength = 128;
+constexpr uint32_t kMaxRestarts = 100;
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
 
@@ -215,6 +216,8 @@ void ApplyJobSpecDefaults(JobSpec* spec) {
   if (!spec->has_seed()) spec->set_seed(1);
   if (!spec->has_drift_interval_steps()) spec->set_drift_interval_steps(50);
   if (!spec->has_collective_timeout_ms()) spec->set_collective_timeout_ms(60000);
+  if (!spec->has_max_restarts()) spec->set_max_restarts(3);
+  if (!spec->has_keep_last_checkpoints()) spec->set_keep_last_checkpoints(2);
 
   v1::CheckSpec* checks = spec->mutable_checks();
   if (checks->on_desync().empty()) checks->set_on_desync("fail");
@@ -245,6 +248,23 @@ absl::Status ValidateChecks(const v1::CheckSpec& checks) {
     return Invalid(absl::StrCat("checks.straggler_factor: must be > 1 (a rank this many times "
                                 "slower than the median is a straggler), got ",
                                 checks.straggler_factor()));
+  }
+  return absl::OkStatus();
+}
+
+// Restarts and periodic checkpoints.
+absl::Status ValidateRecovery(const JobSpec& spec) {
+  if (spec.max_restarts() > kMaxRestarts) {
+    return Invalid(absl::StrCat("max_restarts: at most ", kMaxRestarts, ", got ",
+                                spec.max_restarts(), " (0 = never restart)"));
+  }
+  if (spec.keep_last_checkpoints() < 1) {
+    return Invalid("keep_last_checkpoints: must be >= 1 (omit it for the default 2)");
+  }
+  if (spec.checkpoint_interval_steps() > 0 && spec.checkpoint_dir().empty()) {
+    return Invalid(absl::StrCat("checkpoint_interval_steps: ", spec.checkpoint_interval_steps(),
+                                " needs checkpoint_dir (a directory every rank's host can read, "
+                                "where rank 0 writes); set checkpoint_dir or drop the interval"));
   }
   return absl::OkStatus();
 }
@@ -294,6 +314,7 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const JobSpecLimits& limits) {
     return Invalid(absl::StrCat("collective_timeout_ms: must be >= 100, got ",
                                 spec.collective_timeout_ms(), " (omit it for the default 60000)"));
   }
+  RETURN_IF_ERROR(ValidateRecovery(spec));
   const std::string& precision = spec.mixed_precision();
   if (!precision.empty() && precision != "fp32" && precision != "bf16") {
     return Invalid(absl::StrCat("mixed_precision: unknown precision '", precision,

@@ -58,6 +58,9 @@ TEST(ApplyJobSpecDefaultsTest, FillsEveryDocumentedDefault) {
   EXPECT_EQ(spec.seed(), 1u);
   EXPECT_EQ(spec.drift_interval_steps(), 50u);
   EXPECT_EQ(spec.collective_timeout_ms(), 60000u);
+  EXPECT_EQ(spec.max_restarts(), 3u);
+  EXPECT_EQ(spec.keep_last_checkpoints(), 2u);
+  EXPECT_EQ(spec.checkpoint_interval_steps(), 0u);
   EXPECT_EQ(spec.world_size(), 0u);  // never defaulted: the submitter chooses
 }
 
@@ -306,6 +309,22 @@ TEST(ValidateJobSpecTest, MixedPrecision) {
   spec.set_mixed_precision("bf16");
   ExpectInvalid(spec, "mixed_precision: bf16 needs backend nccl");
   spec.set_backend("nccl");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok());
+}
+
+TEST(ValidateJobSpecTest, RestartsAndPeriodicCheckpoints) {
+  JobSpec spec = ValidSpec();
+  spec.set_max_restarts(101);
+  ExpectInvalid(spec, "max_restarts: at most 100, got 101 (0 = never restart)");
+  spec = ValidSpec();
+  spec.set_max_restarts(0);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok());
+  spec.set_keep_last_checkpoints(0);
+  ExpectInvalid(spec, "keep_last_checkpoints: must be >= 1");
+  spec = ValidSpec();
+  spec.set_checkpoint_interval_steps(10);
+  ExpectInvalid(spec, "checkpoint_interval_steps: 10 needs checkpoint_dir");
+  spec.set_checkpoint_dir("/shared/checkpoints");
   EXPECT_TRUE(ValidateJobSpec(spec).ok());
 }
 

@@ -84,12 +84,12 @@ absl::Status Coordinator::Restore(std::vector<v1::JobStatus> jobs) {
     if (!restored.ok()) return restored.status();
     JobRecord* job = *restored;
     if (state == v1::JOB_STATE_RENDEZVOUS || state == v1::JOB_STATE_RUNNING) {
-      // Its ranks were stopped when their daemons lost the old coordinator's lease.
-      EndJobLocked(job, v1::JOB_STATE_FAILED,
-                   absl::StrCat("the coordinator restarted while generation ",
-                                job->status.generation(),
-                                " ran; the attempt was lost (resubmit the job)"),
-                   scope.deferred());
+      // Its ranks were stopped when their daemons lost the old coordinator's lease; the job
+      // restarts from its last checkpoint if it has restarts left.
+      FailAttemptLocked(job,
+                        absl::StrCat("the coordinator restarted while generation ",
+                                     job->status.generation(), " ran; the attempt was lost"),
+                        /*restartable=*/true, scope.deferred());
     }
   }
   LogLocked(absl::StrCat("restored ", jobs.size(), " job(s) from the job store"),
@@ -110,12 +110,26 @@ void Coordinator::EndJobLocked(JobRecord* job, v1::JobState to, std::string reas
     schedule_needed_ = true;  // the job behind it may fit now
     return;  // no attempt, no workers
   }
+  ReleaseAttemptLocked(job, /*abort_unfinished=*/to != v1::JOB_STATE_SUCCEEDED, ended,
+                       deferred);
+}
+
+void Coordinator::ReleaseAttemptLocked(JobRecord* job, bool abort_unfinished,
+                                       const std::string& ended, DeferredCallbacks* deferred) {
+  if (job->status.attempts_size() > 0) {
+    v1::AttemptSummary* summary =
+        job->status.mutable_attempts(job->status.attempts_size() - 1);
+    if (summary->end_time_unix_ms() == 0) {
+      summary->set_end_time_unix_ms(absl::ToUnixMillis(clock_->Now()));
+      summary->set_end_reason(LastReason(job->status));
+    }
+  }
   const AttemptId attempt{JobId(job->status.job_id()), Generation(job->status.generation())};
   for (const v1::RankStatus& rank : job->status.ranks()) {
     WorkerRecord* worker = workers_.Find(WorkerId(rank.worker_id()));
     if (worker == nullptr || worker->attempt != attempt) continue;
     // A worker that never received its assignment has nothing to abort.
-    if (to != v1::JOB_STATE_SUCCEEDED && !rank.finished() && !worker->undelivered.has_value()) {
+    if (abort_unfinished && !rank.finished() && !worker->undelivered.has_value()) {
       v1::JobAttempt abort;
       abort.set_job_id(attempt.job.value());
       abort.set_generation(attempt.generation.value());
@@ -129,11 +143,57 @@ void Coordinator::EndJobLocked(JobRecord* job, v1::JobState to, std::string reas
   schedule_needed_ = true;
 }
 
+void Coordinator::FailAttemptLocked(JobRecord* job, std::string reason, bool restartable,
+                                    DeferredCallbacks* deferred) {
+  v1::JobStatus& status = job->status;
+  const uint32_t max_restarts = status.spec().max_restarts();
+  if (!restartable || status.restarts() >= max_restarts) {
+    if (restartable && max_restarts > 0) {
+      absl::StrAppend(&reason, " (no restart left: ", status.restarts(), " of ", max_restarts,
+                      " used; every attempt is listed in the job's attempts)");
+    }
+    EndJobLocked(job, v1::JOB_STATE_FAILED, std::move(reason), deferred);
+    return;
+  }
+  const uint32_t restart = status.restarts() + 1;
+  status.set_restarts(restart);
+  absl::Duration backoff = options_.restart_backoff;
+  for (uint32_t i = 1; i < restart && backoff < options_.max_restart_backoff; ++i) backoff *= 2;
+  backoff = std::min(backoff, options_.max_restart_backoff);
+  job->restart_not_before = clock_->Now() + backoff;
+  job->restart_waiting = true;
+  const uint64_t generation = status.generation();
+  TransitionLocked(job, v1::JOB_STATE_QUEUED,
+                   absl::StrCat("generation ", generation, " failed: ", reason, "; restart ",
+                                restart, " of ", max_restarts, " in ",
+                                absl::FormatDuration(backoff), ", from the last checkpoint"),
+                   deferred);
+  ReleaseAttemptLocked(
+      job, /*abort_unfinished=*/true,
+      absl::StrCat("job ", status.job_id(), " generation ", generation, " ended (", reason,
+                   "); the job restarts as generation ", generation + 1),
+      deferred);
+  job->rendezvous_deadline = absl::InfiniteFuture();
+  jobs_.Requeue(JobId(status.job_id()));
+}
+
 void Coordinator::ScheduleLocked(DeferredCallbacks* deferred) {
+  // Strict FIFO: a job waiting out its restart backoff blocks the queue behind it, as any head
+  // that cannot be placed does.
+  const absl::Time now = clock_->Now();
   std::vector<QueuedJob> queue;
-  for (const JobId& id : jobs_.queue()) queue.push_back({id, &jobs_.Find(id)->status.spec()});
+  size_t backing_off = jobs_.queue().size();
+  for (const JobId& id : jobs_.queue()) {
+    const JobRecord* job = jobs_.Find(id);
+    if (backing_off == jobs_.queue().size() && job->restart_not_before > now) {
+      backing_off = queue.size();
+    }
+    queue.push_back({id, &job->status.spec()});
+  }
   const std::vector<WorkerRecord*> workers = workers_.InRegistrationOrder();
-  const std::vector<Placement> plan = PlanFifo(queue, workers);
+  const std::vector<Placement> plan = PlanFifo(
+      std::vector<QueuedJob>(queue.begin(), queue.begin() + static_cast<long>(backing_off)),
+      workers);
   for (const Placement& placement : plan) {
     JobRecord* job = jobs_.Find(placement.job);
     job->status.clear_queued_reason();
@@ -142,7 +202,14 @@ void Coordinator::ScheduleLocked(DeferredCallbacks* deferred) {
   // Every job still waiting says why, in words a user can act on.
   for (size_t i = plan.size(); i < queue.size(); ++i) {
     JobRecord* job = jobs_.Find(queue[i].id);
-    std::string reason = WhyQueued(queue, i, plan.size(), workers);
+    std::string reason =
+        i == backing_off
+            ? absl::StrCat("restart ", job->status.restarts(), " of ",
+                           job->status.spec().max_restarts(), ": placed again in ",
+                           absl::FormatDuration(absl::Ceil(job->restart_not_before - now,
+                                                           absl::Milliseconds(100))),
+                           " (backoff after generation ", job->status.generation(), " failed)")
+            : WhyQueued(queue, i, plan.size(), workers);
     if (job->status.queued_reason() != reason) {
       job->status.set_queued_reason(std::move(reason));
       MarkChangedLocked(job);
@@ -187,6 +254,13 @@ void Coordinator::AssignLocked(JobRecord* job, const std::vector<WorkerRecord*>&
     DeliverLocked(worker, deferred);
   }
   if (ranks.size() > kRanksNamedInReason) named.push_back("...");
+  v1::AttemptSummary* summary = status.add_attempts();
+  summary->set_generation(status.generation());
+  summary->set_start_time_unix_ms(absl::ToUnixMillis(clock_->Now()));
+  for (const WorkerRecord* worker : ranks) {
+    summary->add_workers(absl::StrCat(worker->name, " on ", worker->host));
+  }
+  job->restart_waiting = false;
   job->rendezvous_deadline = clock_->Now() + options_.rendezvous_timeout;
   jobs_.Dequeue(id);
   TransitionLocked(job, v1::JOB_STATE_RENDEZVOUS,
@@ -243,6 +317,13 @@ void Coordinator::CheckStaleness() {
     }
   }
   FailRendezvousLocked(now, scope.deferred());
+  for (const JobId& id : jobs_.queue()) {
+    JobRecord* job = jobs_.Find(id);
+    if (job->restart_waiting && job->restart_not_before <= now) {
+      job->restart_waiting = false;
+      schedule_needed_ = true;  // its backoff is over: place it
+    }
+  }
   for (WorkerRecord* worker : workers_.InRegistrationOrder()) {
     if (worker->waiter && worker->waiter_deadline <= now) {
       AnswerWaiterLocked(worker, std::nullopt, scope.deferred());
@@ -261,11 +342,11 @@ void Coordinator::FailRendezvousLocked(absl::Time now, DeferredCallbacks* deferr
     for (const v1::RankStatus& rank : job->status.ranks()) {
       if (!rank.joined()) missing.push_back(DescribeRank(rank));
     }
-    EndJobLocked(job, v1::JOB_STATE_FAILED,
-                 absl::StrCat("rendezvous timeout: ", absl::StrJoin(missing, ", "),
-                              " did not join within ",
-                              absl::FormatDuration(options_.rendezvous_timeout)),
-                 deferred);
+    FailAttemptLocked(job,
+                      absl::StrCat("rendezvous timeout: ", absl::StrJoin(missing, ", "),
+                                   " did not join within ",
+                                   absl::FormatDuration(options_.rendezvous_timeout)),
+                      /*restartable=*/true, deferred);
   }
 }
 

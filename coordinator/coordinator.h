@@ -9,7 +9,11 @@
 //   1, rank r → the r-th chosen worker, RENDEZVOUS; each worker's WaitAssignment returns its
 //   Assignment; every rank calls JoinJob with the spec fingerprint → RUNNING; ranks use
 //   KvSet/KvGet for their collective rendezvous, ReportProgress while training, and FinishRank
-//   at the end → SUCCEEDED when all succeeded, FAILED as soon as one fails. The job's workers
+//   at the end → SUCCEEDED when all succeeded. When a rank fails (or is lost, or the rendezvous
+//   runs out) and the job has restarts left, every rank of the attempt is told to abort and the
+//   job goes back to QUEUED at the head of the queue; after its backoff it is placed again as
+//   generation G+1, whose ranks resume from the last periodic checkpoint (job_state.h). With no
+//   restart left, or for a fault of the job itself, it ends FAILED. The job's workers
 //   become IDLE when the job ends; workers of a job that ended abnormally are told to abort the
 //   attempt in their next Heartbeat (and ReportProgress answers stop=true).
 //
@@ -146,9 +150,12 @@ class Coordinator {
     bool ok = false;
     std::string error;            // why it failed (when !ok)
     std::string checkpoint_path;  // checkpoint the rank wrote, if any
+    // The failure is the job's own (a spec the rank cannot run, a desync): never restarted.
+    bool job_error = false;
   };
   // The rank finished. The first report of a rank counts; later ones are ignored. A failed
-  // rank FAILS the job ("rank R (worker NAME on HOST) failed: <error>"); when every rank
+  // rank restarts the job when it has restarts left and the failure is not `job_error`, else
+  // FAILS it ("rank R (worker NAME on HOST) failed: <error>"); when every rank
   // succeeded the job SUCCEEDED. A report after the job ended is recorded and changes nothing.
   // Errors: NOT_FOUND (unknown job), FAILED_PRECONDITION (stale generation), INVALID_ARGUMENT
   // (rank out of range).
@@ -223,6 +230,17 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndJobLocked(JobRecord* job, v1::JobState to, std::string reason,
                     DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The current attempt failed for `reason`. With `restartable` and restarts left
+  // (spec.max_restarts) the job goes back to the head of the queue for its backoff
+  // (options.restart_backoff, doubling) and is placed again as the next generation; otherwise
+  // it ends FAILED.
+  void FailAttemptLocked(JobRecord* job, std::string reason, bool restartable,
+                         DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the current attempt (not the job): closes its AttemptSummary, frees its workers
+  // (telling those still running it to abort when `abort_unfinished`) and fails its key-value
+  // waiters with FAILED_PRECONDITION `ended`.
+  void ReleaseAttemptLocked(JobRecord* job, bool abort_unfinished, const std::string& ended,
+                            DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleLocked(DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AssignLocked(JobRecord* job, const std::vector<WorkerRecord*>& ranks,
                     DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -253,6 +271,11 @@ class Coordinator {
   std::string SilentRanksLocked(const JobRecord& job, Rank failed) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<JobRecord*> FindAttemptLocked(const AttemptId& attempt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records what the step reports say about recovery: the attempt's last step, the checkpoint
+  // it resumed from and the ones it skipped (as job events), the newest periodic checkpoint.
+  // True when it added events (durable: the caller saves the job).
+  bool NoteRecoveryLocked(JobRecord* job, const std::vector<v1::StepReport>& steps)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Copies the attempt's judge's alarms, verdict and straggler scores into the job's status.
   void PublishJudgementLocked(JobRecord* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -18,8 +18,19 @@ absl::Status CheckRank(const v1::JobStatus& job, Rank rank) {
   return absl::OkStatus();
 }
 
-// Why an attempt message arriving after the end of its job is refused.
-absl::Status JobEnded(const v1::JobStatus& job) {
+// Whether the job's current attempt is over: the job ended, or it went back to the queue for a
+// restart (its generation is bumped only when it is placed again).
+bool AttemptOver(const v1::JobStatus& job) {
+  return IsTerminal(job.state()) || job.state() == v1::JOB_STATE_QUEUED;
+}
+
+// Why an attempt message arriving after the end of its attempt is refused.
+absl::Status AttemptEnded(const v1::JobStatus& job) {
+  if (!IsTerminal(job.state())) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("generation ", job.generation(), " of job ", job.job_id(), " ended (",
+                     LastReason(job), "): abandon this attempt"));
+  }
   return absl::FailedPreconditionError(absl::StrCat("job ", job.job_id(), " already ended (",
                                                     JobStateName(job.state()), ": ",
                                                     LastReason(job), "): abandon this attempt"));
@@ -67,7 +78,7 @@ absl::Status Coordinator::JoinJob(const AttemptId& attempt, Rank rank, const Wor
         absl::StrCat("rank ", rank.value(), " of job ", attempt.job.value(),
                      " is assigned to worker ", joining->worker_id(), ", not ", worker.value()));
   }
-  if (IsTerminal(job->status.state())) return JobEnded(job->status);
+  if (AttemptOver(job->status)) return AttemptEnded(job->status);
   if (spec_fingerprint != job->status.spec_fingerprint()) {
     const std::string reason = absl::StrCat(
         DescribeRank(*joining), " joined with spec fingerprint ", spec_fingerprint,
@@ -94,7 +105,7 @@ absl::Status Coordinator::KvSet(const AttemptId& attempt, const std::string& key
   Scope scope(this);
   absl::StatusOr<JobRecord*> job = FindAttemptLocked(attempt);
   if (!job.ok()) return job.status();
-  if (IsTerminal((*job)->status.state())) return JobEnded((*job)->status);
+  if (AttemptOver((*job)->status)) return AttemptEnded((*job)->status);
   kv_.Set(attempt, key, std::move(value), scope.deferred());
   return absl::OkStatus();
 }
@@ -108,7 +119,7 @@ void Coordinator::KvGetAsync(const AttemptId& attempt, const std::string& key,
   if (shut_down_) return fail(absl::UnavailableError("the coordinator is shutting down"));
   absl::StatusOr<JobRecord*> job = FindAttemptLocked(attempt);
   if (!job.ok()) return fail(job.status());
-  if (IsTerminal((*job)->status.state())) return fail(JobEnded((*job)->status));
+  if (AttemptOver((*job)->status)) return fail(AttemptEnded((*job)->status));
   const absl::Time now = clock_->Now();
   kv_.Get(attempt, key, ClampDeadline(deadline, now), now, std::move(done), scope.deferred());
 }
@@ -121,16 +132,15 @@ absl::StatusOr<Coordinator::StopSignal> Coordinator::ReportProgress(
   if (!found.ok()) return found.status();
   JobRecord* job = *found;
   if (absl::Status valid = CheckRank(job->status, rank); !valid.ok()) return valid;
-  if (IsTerminal(job->status.state())) {
-    return StopSignal{true, absl::StrCat("job ", job->status.job_id(), " is ",
-                                         JobStateName(job->status.state()), ": ",
-                                         LastReason(job->status))};
+  if (AttemptOver(job->status)) {
+    return StopSignal{true, std::string(AttemptEnded(job->status).message())};
   }
   job->last_contact[rank.value()] = clock_->Now();
   if (steps.empty() && epochs.empty()) return StopSignal{};  // a keepalive
   if (!steps.empty()) {
     *job->status.mutable_ranks(static_cast<int>(rank.value()))->mutable_last_step() =
         steps.back();
+    if (NoteRecoveryLocked(job, steps)) SaveLocked(*job, scope.deferred());
   }
   // Every step goes through the judge, not only the last of a batch.
   std::vector<v1::Alarm> raised;
@@ -167,6 +177,38 @@ absl::StatusOr<Coordinator::StopSignal> Coordinator::ReportProgress(
     }
   }
   return StopSignal{};
+}
+
+bool Coordinator::NoteRecoveryLocked(JobRecord* job, const std::vector<v1::StepReport>& steps) {
+  v1::JobStatus& status = job->status;
+  v1::AttemptSummary* summary =
+      status.attempts_size() > 0 ? status.mutable_attempts(status.attempts_size() - 1) : nullptr;
+  const int64_t now_ms = absl::ToUnixMillis(clock_->Now());
+  bool events = false;
+  auto event = [&](std::string message) {
+    v1::JobEvent* added = status.add_events();
+    added->set_time_unix_ms(now_ms);
+    added->set_message(std::move(message));
+    events = true;
+  };
+  for (const v1::StepReport& step : steps) {
+    if (summary != nullptr && step.step() > summary->last_step()) {
+      summary->set_last_step(step.step());
+    }
+    for (const std::string& skipped : step.skipped_checkpoints()) {
+      event(absl::StrCat("generation ", status.generation(), " did not resume from ", skipped));
+    }
+    if (!step.resumed_from().empty()) {
+      if (summary != nullptr) summary->set_resumed_from_step(step.resumed_from_step());
+      event(absl::StrCat("generation ", status.generation(), " resumed from ",
+                         step.resumed_from(), " (step ", step.resumed_from_step(), ")"));
+    }
+    if (!step.checkpoint_written().empty() && step.step() >= status.last_checkpoint_step()) {
+      status.set_last_checkpoint(step.checkpoint_written());
+      status.set_last_checkpoint_step(step.step());
+    }
+  }
+  return events;
 }
 
 void Coordinator::PublishJudgementLocked(JobRecord* job) {
@@ -212,18 +254,20 @@ absl::Status Coordinator::FinishRank(const AttemptId& attempt, Rank rank,
   finished->set_error(outcome.error);
   if (!outcome.checkpoint_path.empty()) job->status.set_checkpoint_path(outcome.checkpoint_path);
   MarkChangedLocked(job);
-  if (IsTerminal(job->status.state())) return absl::OkStatus();
+  if (AttemptOver(job->status)) return absl::OkStatus();
 
   if (!outcome.ok) {
-    EndJobLocked(job, v1::JOB_STATE_FAILED,
-                 absl::StrCat(DescribeRank(*finished), " failed: ",
-                              outcome.error.empty() ? "(no error message)" : outcome.error,
-                              SilentRanksLocked(*job, rank)),
-                 scope.deferred());
+    // A fault of the job itself (the rank says so) fails it; anything else may be the
+    // machine's, and the job restarts if it has restarts left.
+    FailAttemptLocked(job,
+                      absl::StrCat(DescribeRank(*finished), " failed: ",
+                                   outcome.error.empty() ? "(no error message)" : outcome.error,
+                                   SilentRanksLocked(*job, rank)),
+                      /*restartable=*/!outcome.job_error, scope.deferred());
   } else if (!finished->joined()) {
-    EndJobLocked(job, v1::JOB_STATE_FAILED,
-                 absl::StrCat(DescribeRank(*finished), " failed: finished without joining"),
-                 scope.deferred());
+    FailAttemptLocked(job,
+                      absl::StrCat(DescribeRank(*finished), " failed: finished without joining"),
+                      /*restartable=*/true, scope.deferred());
   } else if (job->status.state() == v1::JOB_STATE_RUNNING &&
              AllRanks(job->status, [](const v1::RankStatus& r) { return r.ok(); })) {
     EndJobLocked(job, v1::JOB_STATE_SUCCEEDED,

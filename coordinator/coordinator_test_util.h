@@ -64,11 +64,15 @@ class CoordinatorTest : public ::testing::Test {
     return registration.ok() ? registration->id : WorkerId();
   }
 
-  JobId Submit(uint32_t world_size, const std::string& backend = "gloo") {
+  // A job without restarts unless `max_restarts` says otherwise: most tests look at what one
+  // attempt's failure does (coordinator_restart_test.cc covers restarts).
+  JobId Submit(uint32_t world_size, const std::string& backend = "gloo",
+               uint32_t max_restarts = 0) {
     v1::JobSpec spec;
     spec.set_name("test");
     spec.set_world_size(world_size);
     spec.set_backend(backend);
+    spec.set_max_restarts(max_restarts);
     absl::StatusOr<Coordinator::Submitted> submitted = coordinator_.SubmitJob(spec);
     EXPECT_TRUE(submitted.ok()) << submitted.status();
     return submitted.ok() ? submitted->id : JobId();

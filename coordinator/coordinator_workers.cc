@@ -175,11 +175,13 @@ void Coordinator::FailWorkerAttemptLocked(WorkerRecord* worker, const std::strin
   if (!worker->attempt.has_value()) return;
   JobRecord* job = jobs_.Find(worker->attempt->job);
   if (job == nullptr || IsTerminal(job->status.state()) ||
+      job->status.state() == v1::JOB_STATE_QUEUED ||
       job->status.generation() != worker->attempt->generation.value()) {
     return;
   }
   const v1::RankStatus& rank = job->status.ranks(static_cast<int>(worker->rank.value()));
-  EndJobLocked(job, v1::JOB_STATE_FAILED, absl::StrCat(DescribeRank(rank), " ", what), deferred);
+  FailAttemptLocked(job, absl::StrCat(DescribeRank(rank), " ", what), /*restartable=*/true,
+                    deferred);
 }
 
 std::vector<v1::WorkerStatus> Coordinator::ListWorkers() {

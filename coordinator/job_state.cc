@@ -14,10 +14,10 @@ bool IsLegalTransition(v1::JobState from, v1::JobState to) {
       return to == v1::JOB_STATE_RENDEZVOUS || to == v1::JOB_STATE_CANCELLED;
     case v1::JOB_STATE_RENDEZVOUS:
       return to == v1::JOB_STATE_RUNNING || to == v1::JOB_STATE_FAILED ||
-             to == v1::JOB_STATE_CANCELLED;
+             to == v1::JOB_STATE_CANCELLED || to == v1::JOB_STATE_QUEUED;
     case v1::JOB_STATE_RUNNING:
       return to == v1::JOB_STATE_SUCCEEDED || to == v1::JOB_STATE_FAILED ||
-             to == v1::JOB_STATE_CANCELLED;
+             to == v1::JOB_STATE_CANCELLED || to == v1::JOB_STATE_QUEUED;
     default:
       return false;  // terminal states have no way out
   }

@@ -4,13 +4,20 @@
 //       │
 //       ▼
 //    QUEUED ──N idle workers assigned──▶ RENDEZVOUS ──every rank joined──▶ RUNNING
-//       │                                  │    │                           │   │
-//       │ CancelJob             CancelJob  │    │ a rank failed or lost,    │   │ every rank
-//       │                                  │    │ fingerprint mismatch,     │   │ finished ok
-//       ▼                                  │    │ rendezvous timeout        │   ▼
-//   CANCELLED ◀────────────────────────────┘    ▼                           │ SUCCEEDED
-//       ▲                                     FAILED ◀──a rank failed/lost──┤
-//       └───────────────────────CancelJob───────────────────────────────────┘
+//     ▲  │ ▲                               │  │  │                          │  │  │
+//     │  │ └──restart (a rank failed or ───┘  │  │ a rank failed or lost,   │  │  │ every rank
+//     │  │    lost, restarts left; backoff)   │  │ rendezvous timeout,      │  │  │ finished ok
+//     │  │                                    │  │ fingerprint mismatch     │  │  ▼
+//     │  │ CancelJob               CancelJob  │  │ (no restarts left, or    │  │ SUCCEEDED
+//     │  ▼                                    │  ▼  a fault of the job)     │  │
+//     │ CANCELLED ◀───────────────────────────┘ FAILED ◀──same, RUNNING────┘  │
+//     │     ▲                                                                  │
+//     │     └──────────────────────CancelJob───────────────────────────────────┤
+//     └──────restart (a rank failed or lost, restarts left; backoff)───────────┘
+//
+// A restart goes back to QUEUED at the head of the queue (it is placed again after its
+// backoff, on any suitable idle workers, as generation G+1). A failed check, a fingerprint
+// mismatch and a rank's job_error are faults of the job, never restarted.
 //
 // SUCCEEDED, FAILED and CANCELLED are terminal. Every transition is recorded in the job's
 // `transitions` with the time (from the coordinator's injected clock) and a reason.

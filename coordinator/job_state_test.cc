@@ -14,6 +14,9 @@ TEST(JobStateTest, LegalTransitionsFollowTheDiagram) {
   EXPECT_TRUE(IsLegalTransition(v1::JOB_STATE_RENDEZVOUS, v1::JOB_STATE_FAILED));
   EXPECT_TRUE(IsLegalTransition(v1::JOB_STATE_RUNNING, v1::JOB_STATE_SUCCEEDED));
   EXPECT_TRUE(IsLegalTransition(v1::JOB_STATE_RUNNING, v1::JOB_STATE_CANCELLED));
+  // Restarts go back to the queue.
+  EXPECT_TRUE(IsLegalTransition(v1::JOB_STATE_RENDEZVOUS, v1::JOB_STATE_QUEUED));
+  EXPECT_TRUE(IsLegalTransition(v1::JOB_STATE_RUNNING, v1::JOB_STATE_QUEUED));
 
   EXPECT_FALSE(IsLegalTransition(v1::JOB_STATE_QUEUED, v1::JOB_STATE_RUNNING));
   EXPECT_FALSE(IsLegalTransition(v1::JOB_STATE_QUEUED, v1::JOB_STATE_FAILED));

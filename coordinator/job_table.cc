@@ -60,6 +60,11 @@ std::vector<JobRecord*> JobTable::All() {
   return all;
 }
 
+void JobTable::Requeue(const JobId& id) {
+  Dequeue(id);
+  queue_.push_front(id);
+}
+
 void JobTable::Dequeue(const JobId& id) {
   queue_.erase(std::remove(queue_.begin(), queue_.end(), id), queue_.end());
 }

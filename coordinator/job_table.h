@@ -30,6 +30,10 @@ struct JobRecord {
   v1::JobStatus status;
   // When the current attempt must have every rank joined (RENDEZVOUS only).
   absl::Time rendezvous_deadline = absl::InfiniteFuture();
+  // A job put back in the queue for a restart is not placed before this (its backoff);
+  // `restart_waiting` until the coordinator noticed the backoff ended.
+  absl::Time restart_not_before = absl::InfinitePast();
+  bool restart_waiting = false;
 
   // When each rank's process was last heard from in the current attempt (JoinJob, any
   // ReportProgress including keepalives), by rank.
@@ -73,6 +77,8 @@ class JobTable {
   const std::deque<JobId>& queue() const { return queue_; }
   // Removes `id` from the queue (no-op when absent).
   void Dequeue(const JobId& id);
+  // Puts `id` at the head of the queue (a restart keeps its place ahead of later jobs).
+  void Requeue(const JobId& id);
 
  private:
   uint64_t next_sequence_ = 1;

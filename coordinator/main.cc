@@ -46,6 +46,11 @@ ABSL_FLAG(absl::Duration, max_wait, absl::Seconds(30),
 ABSL_FLAG(absl::Duration, silent_rank_after, absl::Seconds(5),
           "When a rank fails, name the other ranks whose process has been silent this long as "
           "suspects (rank processes send a keepalive every second).");
+ABSL_FLAG(absl::Duration, restart_backoff, absl::Seconds(1),
+          "A failed job with restarts left (spec max_restarts) is placed again after this long; "
+          "the wait doubles with each further restart of the job.");
+ABSL_FLAG(absl::Duration, max_restart_backoff, absl::Seconds(30),
+          "cap on the doubling restart backoff");
 ABSL_FLAG(std::string, state_dir, "",
           "Directory of the durable job store (SQLite, coordinator.db): jobs, their transitions, "
           "attempts and alarms survive a restart and ids never repeat. Empty = jobs are kept in "
@@ -104,6 +109,8 @@ int Run() {
   options.max_wait = absl::GetFlag(FLAGS_max_wait);
   options.silent_rank_after = absl::GetFlag(FLAGS_silent_rank_after);
   options.allow_fault_injection = absl::GetFlag(FLAGS_allow_fault_injection);
+  options.restart_backoff = absl::GetFlag(FLAGS_restart_backoff);
+  options.max_restart_backoff = absl::GetFlag(FLAGS_max_restart_backoff);
   if (absl::GetFlag(FLAGS_max_queued_jobs) < 1) {
     std::fprintf(stderr, "ringleader-coordinator: --max_queued_jobs must be >= 1, got %d\n",
                  absl::GetFlag(FLAGS_max_queued_jobs));
@@ -115,7 +122,9 @@ int Run() {
         CheckPositive("heartbeat_timeout", options.heartbeat_timeout),
         CheckPositive("rendezvous_timeout", options.rendezvous_timeout),
         CheckPositive("max_wait", options.max_wait),
-        CheckPositive("silent_rank_after", options.silent_rank_after)}) {
+        CheckPositive("silent_rank_after", options.silent_rank_after),
+        CheckPositive("restart_backoff", options.restart_backoff),
+        CheckPositive("max_restart_backoff", options.max_restart_backoff)}) {
     if (!check.ok()) {
       std::fprintf(stderr, "ringleader-coordinator: %s\n", std::string(check.message()).c_str());
       return 2;

@@ -31,6 +31,11 @@ struct CoordinatorOptions {
   bool allow_fault_injection = false;
   // SubmitJob refuses a job when this many are already QUEUED (RESOURCE_EXHAUSTED).
   size_t max_queued_jobs = 1000;
+  // A failed attempt with restarts left (spec.max_restarts) is placed again after a backoff:
+  // restart_backoff for the first restart, doubling for each next one, at most
+  // max_restart_backoff.
+  absl::Duration restart_backoff = absl::Seconds(1);
+  absl::Duration max_restart_backoff = absl::Seconds(30);
 };
 
 }  // namespace ringleader

@@ -92,7 +92,8 @@ absl::Status RpcHandler::FinishRank(const v1::FinishRankRequest& request,
                                     v1::FinishRankResponse*) {
   return coordinator_->FinishRank(
       Attempt(request.job_id(), request.generation()), Rank(request.rank()),
-      Coordinator::RankOutcome{request.ok(), request.error(), request.checkpoint_path()});
+      Coordinator::RankOutcome{request.ok(), request.error(), request.checkpoint_path(),
+                               request.job_error()});
 }
 
 absl::Status RpcHandler::SubmitJob(const v1::SubmitJobRequest& request,

@@ -163,7 +163,10 @@ TEST_F(SqliteJobStoreTest, ARestartedCoordinatorKeepsItsJobsAndNeverRepeatsAnId)
   ASSERT_TRUE(second.Restore(std::move(*saved)).ok());
   auto first_job = second.GetJob(JobId("job-000001"));
   ASSERT_TRUE(first_job.ok());
-  EXPECT_EQ(first_job->state(), v1::JOB_STATE_FAILED);
+  // The running job lost its attempt with the old coordinator; it has restarts left (the
+  // default 3), so it waits to be placed again as generation 2.
+  EXPECT_EQ(first_job->state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(first_job->restarts(), 1u);
   EXPECT_THAT(first_job->transitions().rbegin()->reason(),
               HasSubstr("the coordinator restarted while generation 1 ran"));
   EXPECT_EQ(second.GetJob(JobId("job-000002"))->state(), v1::JOB_STATE_QUEUED);
@@ -172,10 +175,11 @@ TEST_F(SqliteJobStoreTest, ARestartedCoordinatorKeepsItsJobsAndNeverRepeatsAnId)
   auto submitted = second.SubmitJob(three);
   ASSERT_TRUE(submitted.ok());
   EXPECT_EQ(submitted->id.value(), "job-000003");
-  // The failure of job-000001 was saved too.
+  // The restart of job-000001 was saved too.
   auto reloaded = (*store)->LoadAll();
   ASSERT_TRUE(reloaded.ok());
-  EXPECT_EQ((*reloaded)[0].state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ((*reloaded)[0].state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ((*reloaded)[0].restarts(), 1u);
   EXPECT_EQ(reloaded->size(), 3u);
 }
 

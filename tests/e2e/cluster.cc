@@ -136,6 +136,8 @@ v1::JobSpec SmallSyntheticSpec(const std::string& name) {
   spec.set_batch_size(32);
   spec.set_drift_interval_steps(4);
   spec.set_collective_timeout_ms(20000);
+  // Most suites look at what one attempt's failure does; recovery_e2e_test sets restarts.
+  spec.set_max_restarts(0);
   return spec;
 }
 

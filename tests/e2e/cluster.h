@@ -149,7 +149,8 @@ absl::Status WaitUntil(const std::function<bool()>& condition, absl::Duration ti
 // The reason of the job's last state transition.
 std::string LastReason(const v1::JobStatus& job);
 
-// A small synthetic job that trains in about a second with two ranks.
+// A small synthetic job that trains in about a second with two ranks (16 steps per epoch),
+// without restarts (max_restarts 0: a failure ends it).
 v1::JobSpec SmallSyntheticSpec(const std::string& name);
 
 }  // namespace e2e

@@ -1,7 +1,8 @@
 // End to end, the durable job store: a coordinator with --state_dir is killed with SIGKILL and
-// started again on the same directory. Finished jobs are all there, a job that was running is
-// failed with the reason (its attempt was lost with the old coordinator), the daemons register
-// again, new jobs run, and ids never repeat. A second coordinator on the same directory refuses
+// started again on the same directory. Finished jobs are all there; a job that was running lost
+// its attempt with the old coordinator and restarts as generation 2 from its last periodic
+// checkpoint once the daemons have registered again, and ends SUCCEEDED; new jobs run, and ids
+// never repeat. A second coordinator on the same directory refuses
 // to start.
 #include <filesystem>
 #include <fstream>
@@ -40,12 +41,24 @@ TEST_F(DurabilityE2eTest, JobsAndIdsSurviveAKilledCoordinator) {
   ASSERT_EQ(done.final.state(), v1::JOB_STATE_SUCCEEDED);
   const std::string done_id = done.final.job_id();
 
-  // A long job that is running when the coordinator dies.
+  // A longer job, checkpointing every 8 steps, that is running when the coordinator dies.
   v1::JobSpec long_spec = SmallSyntheticSpec("running-at-crash");
-  long_spec.set_epochs(50);
+  long_spec.set_epochs(12);
+  long_spec.set_max_restarts(1);
+  long_spec.set_checkpoint_dir((fs::path(std::getenv("TEST_TMPDIR")) / "ckpt").string());
+  long_spec.set_checkpoint_interval_steps(8);
+  long_spec.mutable_model()->mutable_faults()->set_slow_rank(0);  // 20 ms a step: ~4 s in all
+  long_spec.mutable_model()->mutable_faults()->set_slow_ms(20);
   absl::StatusOr<std::string> running_id = cluster_->Submit(long_spec);
   ASSERT_TRUE(running_id.ok()) << running_id.status();
-  ASSERT_TRUE(cluster_->WaitForState(*running_id, v1::JOB_STATE_RUNNING, absl::Seconds(30)).ok());
+  ASSERT_TRUE(WaitUntil(
+                  [&] {
+                    absl::StatusOr<v1::JobStatus> job = cluster_->GetJob(*running_id);
+                    return job.ok() && job->last_checkpoint_step() >= 16;
+                  },
+                  absl::Seconds(60), "two checkpoints")
+                  .ok())
+      << cluster_->LogTails();
 
   ASSERT_TRUE(cluster_->KillAndRestartCoordinator().ok()) << cluster_->LogTails();
 
@@ -55,12 +68,16 @@ TEST_F(DurabilityE2eTest, JobsAndIdsSurviveAKilledCoordinator) {
   EXPECT_THAT(listed.output, HasSubstr(*running_id));
   const CliResult status = cluster_->RunCli({"status", done_id}, absl::Seconds(30));
   EXPECT_THAT(status.output, HasSubstr("SUCCEEDED"));
-  const JobHistory lost = cluster_->WaitForEnd(*running_id, absl::Seconds(10));
-  EXPECT_EQ(lost.final.state(), v1::JOB_STATE_FAILED);
-  EXPECT_THAT(lost.final.transitions().rbegin()->reason(),
+  // The daemons come back to the new coordinator and the job goes on from its checkpoint.
+  const JobHistory resumed = cluster_->WaitForEnd(*running_id, absl::Seconds(90));
+  ASSERT_EQ(resumed.final.state(), v1::JOB_STATE_SUCCEEDED) << LastReason(resumed.final);
+  EXPECT_EQ(resumed.final.generation(), 2u);
+  ASSERT_EQ(resumed.final.attempts_size(), 2);
+  EXPECT_THAT(resumed.final.attempts(0).end_reason(),
               HasSubstr("the coordinator restarted while generation 1 ran"));
+  EXPECT_GE(resumed.final.attempts(1).resumed_from_step(), 16u);
 
-  // The daemons come back to the new coordinator; the next job runs and gets the next id.
+  // The next job runs and gets the next id.
   ASSERT_TRUE(cluster_->WaitForIdleWorkers(2, absl::Seconds(60)).ok()) << cluster_->LogTails();
   const JobHistory after = RunJob(SmallSyntheticSpec("after-crash"), kJobTimeout);
   EXPECT_EQ(after.final.state(), v1::JOB_STATE_SUCCEEDED)

@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/status_macros.h"
 #include "worker/checkpoint/training_state.h"
 #include "worker/trainer/norm.h"
 
@@ -77,6 +78,13 @@ class CpuModelRunner : public ModelRunner {
   absl::StatusOr<CheckpointData> CaptureState(uint64_t step, uint64_t epoch,
                                               const std::string& fingerprint) override {
     return CaptureTrainingState(model_.get(), optimizer_, step, epoch, fingerprint);
+  }
+
+  absl::Status RestoreOptimizerState(const std::vector<std::vector<float>>& momentum,
+                                     uint64_t step_count) override {
+    RETURN_IF_ERROR(optimizer_.RestoreMomentumBuffers(momentum));
+    optimizer_.set_step_count(step_count);
+    return absl::OkStatus();
   }
 
  private:

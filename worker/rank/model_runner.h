@@ -85,6 +85,12 @@ class ModelRunner {
   // Parameters, momentum buffers and buffers as a checkpoint (training_state.h's names).
   virtual absl::StatusOr<CheckpointData> CaptureState(uint64_t step, uint64_t epoch,
                                                       const std::string& spec_fingerprint) = 0;
+  // Puts a resumed optimizer's state back: momentum buffers per parameter (an empty entry =
+  // none yet) and its step count. (Parameters and buffers are restored into the host Mlp the
+  // runner is created from.) Errors: INVALID_ARGUMENT naming a parameter whose buffer has the
+  // wrong size; device errors.
+  virtual absl::Status RestoreOptimizerState(const std::vector<std::vector<float>>& momentum,
+                                             uint64_t step_count) = 0;
 };
 
 }  // namespace ringleader

@@ -30,6 +30,15 @@ void GiveTheCulpritAHeadStart(const v1::Assignment& assignment, CoordinatorClien
   }
 }
 
+// A failure that running the job again would repeat: a spec this rank cannot run, parameters
+// without a gradient, a collective desync (the reducer's FAILED_PRECONDITION). The coordinator
+// does not restart it. Anything else (a peer gone, a timeout, an I/O error) may be a fault of
+// a machine, worth a restart.
+bool IsJobError(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kInvalidArgument ||
+         status.code() == absl::StatusCode::kFailedPrecondition;
+}
+
 bool LooksLikeAPeerFailure(const absl::Status& status) {
   return status.code() == absl::StatusCode::kUnavailable ||
          status.code() == absl::StatusCode::kDeadlineExceeded;
@@ -52,7 +61,10 @@ RankRunResult RunRank(const v1::Assignment& assignment, CoordinatorClient* clien
   request.set_generation(assignment.generation());
   request.set_rank(assignment.rank());
   request.set_ok(outcome.ok());
-  if (!outcome.ok()) request.set_error(std::string(outcome.status().message()));
+  if (!outcome.ok()) {
+    request.set_error(std::string(outcome.status().message()));
+    request.set_job_error(IsJobError(outcome.status()));
+  }
   if (outcome.ok()) request.set_checkpoint_path(outcome->checkpoint_path);
   absl::StatusOr<v1::FinishRankResponse> finished = client->FinishRank(request);
   const absl::StatusCode code = finished.status().code();

@@ -13,6 +13,10 @@
 #include "common/job_spec.h"
 #include "common/status_macros.h"
 #include "worker/checkpoint/checkpoint.h"
+#include "worker/checkpoint/checkpoint_series.h"
+#include "worker/checkpoint/initial_weights.h"
+#include "worker/checkpoint/training_state.h"
+#include "worker/coordinator_client/coordinator_key_value_store.h"
 #include "worker/data/dataset.h"
 #include "worker/data/distributed_sampler.h"
 #include "worker/data/fashion_mnist.h"
@@ -21,6 +25,7 @@
 #include "worker/rank/gpu/gpu_model_runner.h"
 #include "worker/rank/job_data.h"
 #include "worker/rank/parameter_plan.h"
+#include "worker/rank/resume.h"
 #include "worker/rank/step_runner.h"
 #include "worker/sync/buffer_sync.h"
 #include "worker/sync/reducer.h"
@@ -33,17 +38,6 @@ namespace {
 absl::Status Annotate(const absl::Status& status, const std::string& where) {
   if (status.ok()) return status;
   return absl::Status(status.code(), absl::StrCat(where, ": ", status.message()));
-}
-
-// Keeps the file name safe whatever the job id holds.
-std::string SafeFileName(std::string name) {
-  for (char& c : name) {
-    const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                      c == '.' || c == '_' || c == '-';
-    if (!keep) c = '_';
-  }
-  if (name.empty() || name[0] == '.') name.insert(0, "job");
-  return name;
 }
 
 absl::StatusOr<DataType> CommDtype(const std::string& name) {
@@ -177,6 +171,25 @@ class RankTrainer {
     sgd.weight_decay = spec_.optimizer().weight_decay();
     sgd.nesterov = spec_.optimizer().nesterov();
     RETURN_IF_ERROR(ValidateSgdOptions(sgd));
+    // A restarted attempt resumes from the checkpoint rank 0 chose: parameters and buffers go
+    // into the host model before the runner copies it, the optimizer's state after.
+    collective_timeout_ = absl::Milliseconds(spec_.collective_timeout_ms());
+    CoordinatorKeyValueStoreOptions store_options;
+    store_options.clock = clock_;
+    CoordinatorKeyValueStore store(client_, assignment_.job_id(), assignment_.generation(),
+                                   store_options);
+    ASSIGN_OR_RETURN(resume_, DecideResume(assignment_, spec_, fingerprint_, &store,
+                                           collective_timeout_));
+    std::optional<SgdOptimizer> resumed_optimizer;
+    if (resume_.checkpoint.has_value()) {
+      resumed_optimizer.emplace(model->parameters(), sgd);
+      RETURN_IF_ERROR(Annotate(RestoreTrainingState(*resume_.checkpoint, fingerprint_,
+                                                    model.get(), &*resumed_optimizer),
+                               absl::StrCat("resuming from ", resume_.path)));
+      resume_step_ = resume_.checkpoint->step;
+    } else if (!spec_.model().init_from().empty()) {
+      RETURN_IF_ERROR(LoadInitFrom(spec_.model().init_from(), model.get()));
+    }
     if (spec_.backend() == "nccl") {
       GpuRunnerOptions gpu;
       gpu.gpu = options_.gpu;
@@ -185,13 +198,19 @@ class RankTrainer {
     } else {
       runner_ = CreateCpuModelRunner(std::move(model), sgd);
     }
+    if (resumed_optimizer.has_value()) {
+      RETURN_IF_ERROR(Annotate(runner_->RestoreOptimizerState(
+                                   resumed_optimizer->momentum_buffers(),
+                                   resumed_optimizer->step_count()),
+                               absl::StrCat("resuming from ", resume_.path)));
+      resume_.checkpoint.reset();  // restored: the tensors are not needed any more
+    }
     sampler_ = std::make_unique<DistributedSampler>(data_.train.size, world_, rank_, spec_.seed());
 
     v1::Assignment effective = assignment_;
     *effective.mutable_spec() = spec_;
     ASSIGN_OR_RETURN(comm_, options_.make_collective(effective, runner_->placement()));
 
-    collective_timeout_ = absl::Milliseconds(spec_.collective_timeout_ms());
     ReducerOptions reducer_options;
     reducer_options.bucket_cap_mb = spec_.sync().bucket_cap_mb();
     reducer_options.first_bucket_mb = spec_.sync().first_bucket_mb();
@@ -215,14 +234,27 @@ class RankTrainer {
         client_, assignment_.job_id(), assignment_.generation(), rank_, std::move(reporting));
     Log(absl::StrFormat(
         "rank %d/%d of job %s (generation %d): %s, %d train / %d test examples, %d parameters "
-        "in %d buckets, backend %s on %s",
+        "in %d buckets, backend %s on %s%s",
         rank_, world_, assignment_.job_id(), assignment_.generation(), spec_.data().dataset(),
         data_.train.size, data_.test.size, runner_->parameter_count(),
-        reducer_->layout().buckets.size(), comm_->backend_name(), runner_->device_name()));
+        reducer_->layout().buckets.size(), comm_->backend_name(), runner_->device_name(),
+        resume_.path.empty() ? ""
+                             : absl::StrCat(", resuming after step ", resume_step_, " from ",
+                                            resume_.path)));
+    for (const std::string& skipped : resume_.skipped) Log("could not resume from " + skipped);
     // This rank evaluates only its share of the test set (evaluation.h); the rest is not needed.
     const EvaluationShard shard = EvaluationShardOf(data_.test.size, rank_, world_);
     data_.test = Slice(data_.test, shard.begin, shard.end);
     return absl::OkStatus();
+  }
+
+  // model.init_from: the weights a new training starts from. Any failure is the job's (a path
+  // or file the user gave): FAILED_PRECONDITION, so the job is not restarted for it.
+  static absl::Status LoadInitFrom(const std::string& path, Mlp* model) {
+    absl::StatusOr<CheckpointData> weights = ReadInitialWeights(path);
+    absl::Status loaded = weights.ok() ? LoadInitialWeights(*weights, model) : weights.status();
+    if (loaded.ok()) return loaded;
+    return absl::FailedPreconditionError(absl::StrCat("model.init_from: ", loaded.message()));
   }
 
   absl::Status Train() {
@@ -241,15 +273,25 @@ class RankTrainer {
         max_steps > 0 ? std::min<uint64_t>(max_steps, steps_per_epoch * spec_.epochs())
                       : steps_per_epoch * spec_.epochs();
     const v1::FaultSpec& faults = spec_.model().faults();
+    // A crash fault fires in the first attempt only, unless crash_every_attempt.
     const bool crash_here =
-        faults.crash_at_step() > 0 && faults.crash_rank() == static_cast<int32_t>(rank_);
+        faults.crash_at_step() > 0 && faults.crash_rank() == static_cast<int32_t>(rank_) &&
+        (assignment_.generation() <= 1 || faults.crash_every_attempt());
+    const uint32_t checkpoint_interval = spec_.checkpoint_interval_steps();
+    const std::string checkpoint_dir = JobCheckpointDir(spec_, assignment_.job_id());
 
-    uint64_t step = 0;
-    for (uint32_t epoch = 0; epoch < spec_.epochs() && step < total_steps; ++epoch) {
+    // A resumed attempt continues inside the epoch the checkpoint's step belongs to: the
+    // sampler's order depends only on (seed, epoch), so the remaining batches are the same.
+    uint64_t step = resume_step_;
+    outcome_.steps = step;
+    bool first_report = true;
+    for (uint32_t epoch = static_cast<uint32_t>(step / steps_per_epoch);
+         epoch < spec_.epochs() && step < total_steps; ++epoch) {
       const std::vector<size_t> indices = sampler_->Indices(epoch);
       double loss_sum = 0;
       uint64_t epoch_steps = 0;
-      for (uint64_t s = 0; s < steps_per_epoch && step < total_steps; ++s) {
+      for (uint64_t s = step - uint64_t{epoch} * steps_per_epoch;
+           s < steps_per_epoch && step < total_steps; ++s) {
         const uint64_t this_step = step + 1;
         const std::string where =
             absl::StrCat("rank ", rank_, ", step ", this_step, " (epoch ", epoch, ")");
@@ -270,11 +312,33 @@ class RankTrainer {
         if (drift_interval > 0 && (step % drift_interval == 0 || step == total_steps)) {
           RETURN_IF_ERROR(Annotate(steps_->MeasureDriftInto(&report), where));
         }
+        if (first_report) {
+          first_report = false;
+          report.set_resumed_from_step(resume_step_);
+          report.set_resumed_from(resume_.path);
+          for (const std::string& skipped : resume_.skipped) {
+            report.add_skipped_checkpoints(skipped);
+          }
+        }
+        if (rank_ == 0 && checkpoint_interval > 0 && step % checkpoint_interval == 0 &&
+            step < total_steps) {
+          ASSIGN_OR_RETURN(const CheckpointData state,
+                           runner_->CaptureState(step, step / steps_per_epoch, fingerprint_));
+          absl::StatusOr<std::string> written =
+              WritePeriodicCheckpoint(checkpoint_dir, state, spec_.keep_last_checkpoints());
+          RETURN_IF_ERROR(Annotate(written.status(), absl::StrCat(where, ": checkpoint")));
+          report.set_checkpoint_written(*written);
+        }
         loss_sum += report.loss();
         ++epoch_steps;
         outcome_.steps = step;
         outcome_.final_loss = report.loss();
         RETURN_IF_ERROR(Annotate(reporter_->AddStep(report), where));
+        if (!report.resumed_from().empty() || report.skipped_checkpoints_size() > 0) {
+          // Where this attempt resumed is a durable job event: on its way before the next step.
+          RETURN_IF_ERROR(
+              Annotate(reporter_->Flush(options_.reporting.flush_timeout), where));
+        }
       }
       RETURN_IF_ERROR(EndEpoch(epoch, epoch_steps > 0 ? loss_sum / epoch_steps : 0));
     }
@@ -305,8 +369,8 @@ class RankTrainer {
 
   absl::Status WriteFinalCheckpoint() {
     if (rank_ != 0 || spec_.checkpoint_dir().empty()) return absl::OkStatus();
-    const std::string path = absl::StrCat(spec_.checkpoint_dir(), "/",
-                                          SafeFileName(assignment_.job_id()), "/final.ckpt");
+    const std::string path =
+        absl::StrCat(JobCheckpointDir(spec_, assignment_.job_id()), "/final.ckpt");
     // The epoch the next step would belong to.
     const uint64_t epoch = outcome_.steps == 0 ? 0 : spec_.epochs();
     ASSIGN_OR_RETURN(const CheckpointData state,
@@ -334,6 +398,8 @@ class RankTrainer {
   std::unique_ptr<StepRunner> steps_;  // uses all of the above
   std::unique_ptr<ProgressReporter> reporter_;
   absl::Duration collective_timeout_ = absl::Seconds(60);
+  ResumeDecision resume_;     // where this attempt started (DecideResume)
+  uint64_t resume_step_ = 0;  // the step it resumed after (0 = from the start)
   TrainingOutcome outcome_;
 };
 

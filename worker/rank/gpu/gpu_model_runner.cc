@@ -118,6 +118,11 @@ class GpuModelRunner : public ModelRunner {
     return CaptureTrainingState(host_.get(), host_optimizer, step, epoch, fingerprint);
   }
 
+  absl::Status RestoreOptimizerState(const std::vector<std::vector<float>>& momentum,
+                                     uint64_t step_count) override {
+    return optimizer_->RestoreMomentumBuffers(momentum, step_count);
+  }
+
  private:
   std::unique_ptr<Mlp> host_;  // the initial model, then the host mirror
   const SgdOptions sgd_;

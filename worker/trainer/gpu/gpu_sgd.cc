@@ -82,5 +82,36 @@ absl::StatusOr<std::vector<std::vector<float>>> GpuSgdOptimizer::CopyMomentumBuf
   return out;
 }
 
+absl::Status GpuSgdOptimizer::RestoreMomentumBuffers(
+    const std::vector<std::vector<float>>& buffers, uint64_t step_count) {
+  if (buffers.size() != params_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("momentum buffers: expected ", params_.size(),
+                                                   " entries, got ", buffers.size()));
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!buffers[i].empty() && buffers[i].size() != params_[i].count) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "momentum buffer of ", params_[i].name, ": expected ", params_[i].count,
+          " elements, got ", buffers[i].size()));
+    }
+  }
+  RL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (buffers[i].empty()) continue;
+    if (buffers_[i] == nullptr) {
+      void* raw = nullptr;
+      RL_CUDA_RETURN_IF_ERROR(cudaMalloc(&raw, params_[i].count * sizeof(float)));
+      buffers_[i] = static_cast<float*>(raw);
+    }
+    RL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buffers_[i], buffers[i].data(),
+                                            buffers[i].size() * sizeof(float),
+                                            cudaMemcpyHostToDevice, stream_));
+  }
+  // The host vectors may go away when this returns.
+  RL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  step_count_ = step_count;
+  return absl::OkStatus();
+}
+
 }  // namespace gpu
 }  // namespace ringleader

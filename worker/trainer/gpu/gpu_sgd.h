@@ -48,6 +48,11 @@ class GpuSgdOptimizer {
   // Like SgdOptimizer::momentum_buffers(): one entry per parameter, empty while it has none.
   // Waits for the stream.
   absl::StatusOr<std::vector<std::vector<float>>> CopyMomentumBuffersToHost() const;
+  // The reverse, for a resumed training: uploads the buffers (an empty entry = none yet) on the
+  // trainer's stream and sets the step count. Errors: INVALID_ARGUMENT for a wrong number of
+  // entries or a wrong size (naming the parameter), nothing changed; CUDA errors.
+  absl::Status RestoreMomentumBuffers(const std::vector<std::vector<float>>& buffers,
+                                      uint64_t step_count);
 
  private:
   GpuSgdOptimizer(std::vector<ParameterInfo> params, SgdOptions options, int device,

@@ -1,0 +1,55 @@
+// Where a rank's training starts: the job's checkpoint directory, and — for a restarted
+// attempt — the periodic checkpoint every rank of the new generation resumes from.
+//
+//   generation 1, or no checkpoint_dir   → start from the seed's weights (step 0)
+//   generation G > 1:
+//     rank 0  FindResumePoint(<checkpoint_dir>/<job>) → the newest checkpoint that reads back
+//             whole; publishes its path (or "" for none) under kResumeKey in the attempt's
+//             key-value store
+//     rank r  waits for that key and reads the same file (checkpoint_dir must be storage every
+//             rank's host reads: a shared file system for multi-host jobs)
+//
+// Every rank thus resumes from the same step even when a newer file is corrupt or being
+// copied: rank 0 alone chooses, and the others follow.
+#ifndef RINGLEADER_WORKER_RANK_RESUME_H_
+#define RINGLEADER_WORKER_RANK_RESUME_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/ringleader.pb.h"
+#include "worker/checkpoint/checkpoint.h"
+#include "worker/collective/key_value_store.h"
+
+namespace ringleader {
+
+// Key of the attempt's store under which rank 0 publishes the checkpoint path.
+inline constexpr char kResumeKey[] = "resume/checkpoint";
+
+// "<checkpoint_dir>/<job id made safe as a file name>": where the job's checkpoints live
+// ("" when the spec has no checkpoint_dir).
+std::string JobCheckpointDir(const v1::JobSpec& spec, const std::string& job_id);
+
+struct ResumeDecision {
+  std::optional<CheckpointData> checkpoint;  // none: start from step 0
+  std::string path;                          // the checkpoint's path, when there is one
+  std::vector<std::string> skipped;          // rank 0: newer files it could not use
+};
+
+// The decision for this rank of `assignment` (see the file comment); `spec` has its defaults
+// applied, `fingerprint` is the spec's. `timeout` bounds rank r's wait for rank 0.
+// Errors: the store's (DEADLINE_EXCEEDED when rank 0 never published); rank r: the read of
+// the published file, FAILED_PRECONDITION "... is not readable on this rank's host: ..." when
+// it does not exist here (a checkpoint_dir that is not shared).
+absl::StatusOr<ResumeDecision> DecideResume(const v1::Assignment& assignment,
+                                            const v1::JobSpec& spec,
+                                            const std::string& fingerprint, KeyValueStore* store,
+                                            absl::Duration timeout);
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_WORKER_RANK_RESUME_H_

@@ -1,0 +1,126 @@
+#include "worker/rank/resume.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/checkpoint/checkpoint_series.h"
+#include "worker/collective/in_memory_key_value_store.h"
+
+namespace ringleader {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+
+class ResumeTest : public ::testing::Test {
+ protected:
+  ResumeTest() {
+    root_ = absl::StrCat(::testing::TempDir(), "/resume_", ::testing::UnitTest::GetInstance()
+                                                              ->current_test_info()
+                                                              ->name());
+    std::system(absl::StrCat("rm -rf '", root_, "'").c_str());
+    spec_.set_checkpoint_dir(root_);
+  }
+
+  v1::Assignment Attempt(uint64_t generation, uint32_t rank) const {
+    v1::Assignment assignment;
+    assignment.set_job_id("job-000007");
+    assignment.set_generation(generation);
+    assignment.set_rank(rank);
+    assignment.set_world_size(2);
+    return assignment;
+  }
+
+  void WriteAt(uint64_t step) {
+    CheckpointData data;
+    data.step = step;
+    data.spec_fingerprint = "fp";
+    data.tensors.push_back({"fc1.weight", {1}, {static_cast<float>(step)}});
+    ASSERT_TRUE(WritePeriodicCheckpoint(JobCheckpointDir(spec_, "job-000007"), data, 5).ok());
+  }
+
+  std::string root_;
+  v1::JobSpec spec_;
+  InMemoryKeyValueStore store_;
+};
+
+TEST_F(ResumeTest, TheDirectoryIsPerJobAndSafeAsAFileName) {
+  EXPECT_EQ(JobCheckpointDir(spec_, "job-000007"), root_ + "/job-000007");
+  EXPECT_EQ(JobCheckpointDir(spec_, "../x/y"), root_ + "/job.._x_y");
+  EXPECT_EQ(JobCheckpointDir(v1::JobSpec(), "job-000007"), "");
+}
+
+TEST_F(ResumeTest, TheFirstGenerationStartsFromTheSeedWithoutTouchingTheStore) {
+  WriteAt(10);
+  absl::StatusOr<ResumeDecision> decision =
+      DecideResume(Attempt(1, 0), spec_, "fp", &store_, absl::Seconds(1));
+  ASSERT_TRUE(decision.ok()) << decision.status();
+  EXPECT_FALSE(decision->checkpoint.has_value());
+  EXPECT_EQ(store_.Get(kResumeKey, absl::ZeroDuration()).status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST_F(ResumeTest, EveryRankResumesFromTheCheckpointRankZeroChose) {
+  WriteAt(10);
+  WriteAt(20);
+  absl::StatusOr<ResumeDecision> zero =
+      DecideResume(Attempt(2, 0), spec_, "fp", &store_, absl::Seconds(1));
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  ASSERT_TRUE(zero->checkpoint.has_value());
+  EXPECT_EQ(zero->checkpoint->step, 20u);
+  // A newer file appearing now (an old attempt's late write) does not split the ranks.
+  WriteAt(30);
+  absl::StatusOr<ResumeDecision> one =
+      DecideResume(Attempt(2, 1), spec_, "fp", &store_, absl::Seconds(1));
+  ASSERT_TRUE(one.ok()) << one.status();
+  ASSERT_TRUE(one->checkpoint.has_value());
+  EXPECT_EQ(one->checkpoint->step, 20u);
+  EXPECT_EQ(one->path, zero->path);
+}
+
+TEST_F(ResumeTest, ACorruptNewestCheckpointIsSkippedByRankZeroAndNamed) {
+  WriteAt(10);
+  WriteAt(20);
+  const std::string newest =
+      absl::StrCat(JobCheckpointDir(spec_, "job-000007"), "/", PeriodicCheckpointName(20));
+  std::ofstream(newest, std::ios::binary | std::ios::trunc) << "RLCKPT01 garbage";
+  absl::StatusOr<ResumeDecision> zero =
+      DecideResume(Attempt(3, 0), spec_, "fp", &store_, absl::Seconds(1));
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  ASSERT_TRUE(zero->checkpoint.has_value());
+  EXPECT_EQ(zero->checkpoint->step, 10u);
+  ASSERT_THAT(zero->skipped, SizeIs(1));
+  EXPECT_THAT(zero->skipped[0], HasSubstr(newest));
+}
+
+TEST_F(ResumeTest, NoCheckpointYetStartsEveryRankFromStepZero) {
+  absl::StatusOr<ResumeDecision> zero =
+      DecideResume(Attempt(2, 0), spec_, "fp", &store_, absl::Seconds(1));
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_FALSE(zero->checkpoint.has_value());
+  absl::StatusOr<ResumeDecision> one =
+      DecideResume(Attempt(2, 1), spec_, "fp", &store_, absl::Seconds(1));
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_FALSE(one->checkpoint.has_value());
+}
+
+TEST_F(ResumeTest, ACheckpointThisHostCannotReadSaysTheDirectoryMustBeShared) {
+  ASSERT_TRUE(store_.Set(kResumeKey, root_ + "/elsewhere/step-000000000010.ckpt").ok());
+  absl::StatusOr<ResumeDecision> one =
+      DecideResume(Attempt(2, 1), spec_, "fp", &store_, absl::Seconds(1));
+  EXPECT_EQ(one.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(one.status().message(), HasSubstr("shared file system"));
+}
+
+TEST_F(ResumeTest, RankZeroNeverPublishingIsADeadlineNotAHang) {
+  absl::StatusOr<ResumeDecision> one =
+      DecideResume(Attempt(2, 1), spec_, "fp", &store_, absl::Milliseconds(10));
+  EXPECT_EQ(one.status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+}  // namespace
+}  // namespace ringleader
