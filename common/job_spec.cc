@@ -192,6 +192,7 @@ void ApplyJobSpecDefaults(JobSpec* spec) {
 
   v1::DataSpec* data = spec->mutable_data();
   if (data->dataset().empty()) data->set_dataset("fashion-mnist");
+  if (!data->has_shuffle()) data->set_shuffle(true);
   if (data->path().empty() && data->dataset() == "fashion-mnist") {
     data->set_path(kDefaultFashionMnistPath);
   }

@@ -60,6 +60,7 @@ TEST(ApplyJobSpecDefaultsTest, FillsEveryDocumentedDefault) {
   EXPECT_EQ(spec.collective_timeout_ms(), 60000u);
   EXPECT_EQ(spec.max_restarts(), 3u);
   EXPECT_EQ(spec.keep_last_checkpoints(), 2u);
+  EXPECT_TRUE(spec.data().shuffle());
   EXPECT_EQ(spec.checkpoint_interval_steps(), 0u);
   EXPECT_EQ(spec.world_size(), 0u);  // never defaulted: the submitter chooses
 }

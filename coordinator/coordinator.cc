@@ -83,12 +83,15 @@ absl::Status Coordinator::Restore(std::vector<v1::JobStatus> jobs) {
     absl::StatusOr<JobRecord*> restored = jobs_.Restore(std::move(saved));
     if (!restored.ok()) return restored.status();
     JobRecord* job = *restored;
-    if (state == v1::JOB_STATE_RENDEZVOUS || state == v1::JOB_STATE_RUNNING) {
-      // Its ranks were stopped when their daemons lost the old coordinator's lease; the job
-      // restarts from its last checkpoint if it has restarts left.
+    if (state == v1::JOB_STATE_RUNNING && options_.coordinator_grace > absl::ZeroDuration()) {
+      AwaitReattachLocked(job, scope.deferred());
+    } else if (state == v1::JOB_STATE_RENDEZVOUS || state == v1::JOB_STATE_RUNNING) {
+      // The rendezvous lived in the old coordinator's memory: the job restarts from its last
+      // checkpoint if it has restarts left (the daemons stop their ranks when they learn).
       FailAttemptLocked(job,
                         absl::StrCat("the coordinator restarted while generation ",
-                                     job->status.generation(), " ran; the attempt was lost"),
+                                     job->status.generation(), " was in ",
+                                     JobStateName(state), "; the attempt was lost"),
                         /*restartable=*/true, scope.deferred());
     }
   }
@@ -136,6 +139,7 @@ void Coordinator::ReleaseAttemptLocked(JobRecord* job, bool abort_unfinished,
       worker->aborts.push_back(std::move(abort));
     }
     worker->undelivered.reset();
+    worker->offered.reset();
     worker->attempt.reset();
     if (worker->state == v1::WORKER_STATE_BUSY) worker->state = v1::WORKER_STATE_IDLE;
   }
@@ -174,6 +178,9 @@ void Coordinator::FailAttemptLocked(JobRecord* job, std::string reason, bool res
                    "); the job restarts as generation ", generation + 1),
       deferred);
   job->rendezvous_deadline = absl::InfiniteFuture();
+  job->reattach_deadline = absl::InfiniteFuture();
+  job->carried_alarms.clear();
+  job->carried_verdict.Clear();
   jobs_.Requeue(JobId(status.job_id()));
 }
 
@@ -224,12 +231,9 @@ void Coordinator::AssignLocked(JobRecord* job, const std::vector<WorkerRecord*>&
   status.set_generation(status.generation() + 1);
   status.clear_ranks();
   job->last_contact.clear();  // a new attempt: its rank processes have not been heard from
-  job->judge = std::make_unique<StepJudge>(static_cast<uint32_t>(ranks.size()),
-                                           StepJudgeOptionsFromSpec(status.spec()));
-  job->metrics = std::make_unique<MetricsHistory>(
-      static_cast<uint32_t>(ranks.size()),
-      static_cast<double>(status.spec().batch_size()) *
-          std::max<uint32_t>(1, status.spec().sync().gradient_accumulation_steps()));
+  job->reattach_deadline = absl::InfiniteFuture();
+  job->carried_alarms.clear();
+  job->carried_verdict.Clear();
   std::vector<std::string> named;
   for (uint32_t r = 0; r < ranks.size(); ++r) {
     WorkerRecord* worker = ranks[r];
@@ -254,6 +258,7 @@ void Coordinator::AssignLocked(JobRecord* job, const std::vector<WorkerRecord*>&
     DeliverLocked(worker, deferred);
   }
   if (ranks.size() > kRanksNamedInReason) named.push_back("...");
+  StartJudgingLocked(job);
   v1::AttemptSummary* summary = status.add_attempts();
   summary->set_generation(status.generation());
   summary->set_start_time_unix_ms(absl::ToUnixMillis(clock_->Now()));
@@ -268,6 +273,52 @@ void Coordinator::AssignLocked(JobRecord* job, const std::vector<WorkerRecord*>&
                                 ranks.size() == 1 ? " worker" : " workers", " (rank ",
                                 absl::StrJoin(named, ", rank "), ")"),
                    deferred);
+}
+
+void Coordinator::StartJudgingLocked(JobRecord* job) {
+  const v1::JobStatus& status = job->status;
+  const auto world = static_cast<uint32_t>(status.ranks_size());
+  job->judge = std::make_unique<StepJudge>(world, StepJudgeOptionsFromSpec(status.spec()));
+  job->metrics = std::make_unique<MetricsHistory>(
+      world, static_cast<double>(status.spec().batch_size()) *
+                 std::max<uint32_t>(1, status.spec().sync().gradient_accumulation_steps()));
+}
+
+void Coordinator::AwaitReattachLocked(JobRecord* job, DeferredCallbacks* deferred) {
+  v1::JobStatus& status = job->status;
+  // The old coordinator's worker ids mean nothing now (this one hands ids out again).
+  for (v1::RankStatus& rank : *status.mutable_ranks()) rank.clear_worker_id();
+  job->carried_alarms.assign(status.alarms().begin(), status.alarms().end());
+  job->carried_verdict = status.verdict();
+  StartJudgingLocked(job);
+  job->reattach_deadline = clock_->Now() + options_.coordinator_grace;
+  v1::JobEvent* event = status.add_events();
+  event->set_time_unix_ms(absl::ToUnixMillis(clock_->Now()));
+  event->set_message(absl::StrCat("the coordinator restarted while generation ",
+                                  status.generation(), " ran; waiting up to ",
+                                  absl::FormatDuration(options_.coordinator_grace),
+                                  " for its ranks' workers to come back"));
+  MarkChangedLocked(job);
+  SaveLocked(*job, deferred);
+  LogLocked(absl::StrCat("job ", status.job_id(), ": ", event->message()), deferred);
+}
+
+void Coordinator::FailReattachLocked(absl::Time now, DeferredCallbacks* deferred) {
+  for (JobRecord* job : jobs_.All()) {
+    if (job->reattach_deadline > now) continue;
+    job->reattach_deadline = absl::InfiniteFuture();
+    if (job->status.state() != v1::JOB_STATE_RUNNING) continue;
+    std::vector<std::string> away;
+    for (const v1::RankStatus& rank : job->status.ranks()) {
+      if (rank.worker_id().empty() && !rank.finished()) away.push_back(DescribeRank(rank));
+    }
+    if (away.empty()) continue;
+    FailAttemptLocked(job,
+                      absl::StrCat(absl::StrJoin(away, ", "), " did not come back within ",
+                                   absl::FormatDuration(options_.coordinator_grace),
+                                   " (coordinator_grace) of the coordinator's restart"),
+                      /*restartable=*/true, deferred);
+  }
 }
 
 void Coordinator::PublishLocked(DeferredCallbacks* deferred) {
@@ -317,6 +368,7 @@ void Coordinator::CheckStaleness() {
     }
   }
   FailRendezvousLocked(now, scope.deferred());
+  FailReattachLocked(now, scope.deferred());
   for (const JobId& id : jobs_.queue()) {
     JobRecord* job = jobs_.Find(id);
     if (job->restart_waiting && job->restart_not_before <= now) {

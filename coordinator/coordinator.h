@@ -74,9 +74,14 @@ class Coordinator {
 
   // Puts back the jobs a previous coordinator saved (start-up, before serving; `jobs` as the
   // store's LoadAll returns them): finished jobs as they were, QUEUED jobs back in the queue in
-  // submission order. A job that was in RENDEZVOUS or RUNNING lost its attempt with the old
-  // coordinator (its daemons stop their ranks when their lease ends) and ends FAILED, saying
-  // so. New job ids continue after the highest restored one: ids never repeat.
+  // submission order. A RUNNING job keeps running: its rank processes went on training without
+  // the coordinator, and its daemons register again naming the rank they run (RegisterWorker's
+  // `running`), which takes each rank back; the job waits up to options.coordinator_grace for
+  // them (its alarms so far are kept; its step judge starts afresh). A rank whose daemon does
+  // not come back in time, or comes back without it, fails the attempt (restartable: the job
+  // restarts from its last checkpoint). A job in RENDEZVOUS lost its rendezvous (the key-value
+  // store lives in memory) and restarts; so does a RUNNING one when coordinator_grace is zero.
+  // New job ids continue after the highest restored one: ids never repeat.
   // Errors: INVALID_ARGUMENT (a saved id not of the form job-N), ALREADY_EXISTS (an id twice).
   absl::Status Restore(std::vector<v1::JobStatus> jobs);
 
@@ -89,15 +94,29 @@ class Coordinator {
     WorkerId id;
     absl::Duration heartbeat_interval;
     absl::Duration heartbeat_timeout;
+    absl::Duration coordinator_grace;
+    // The `running` rank was taken back into its attempt; else why not ("" when none named).
+    bool running_kept = false;
+    std::string running_refused;
+  };
+  // A rank a registering daemon still runs.
+  struct RunningRank {
+    AttemptId attempt;
+    Rank rank;
   };
   // Registers a worker daemon (IDLE). The same name and incarnation again returns the same id
   // (a retried call; a LOST worker coming back becomes IDLE). The same name with another
   // incarnation replaces the old registration under a new id; the attempt the old one ran fails
   // with "rank R (worker NAME on HOST) restarted (incarnation changed)".
+  // With `running`: when that attempt is RUNNING, and its rank is this worker's (by name) and
+  // unfinished, the worker becomes BUSY with it again (running_kept); otherwise running_refused
+  // says why and the daemon must stop the rank. A daemon that registers without the rank a
+  // restored RUNNING job still waits for from it fails that attempt at once (restartable).
   // Errors: INVALID_ARGUMENT (empty name, no devices, a device kind other than cpu/cuda).
   absl::StatusOr<Registration> RegisterWorker(std::string name, std::string host,
                                               std::vector<v1::Device> devices,
-                                              uint64_t incarnation);
+                                              uint64_t incarnation,
+                                              std::optional<RunningRank> running = std::nullopt);
 
   // Renews the worker's lease; returns the attempts it must abort (each reported once).
   // Errors: NOT_FOUND (unknown id, incarnation mismatch, or declared lost: register again).
@@ -107,10 +126,15 @@ class Coordinator {
   // Long poll for the worker's next assignment: completes with it as soon as there is one, with
   // nullopt at `deadline`, or with an error: NOT_FOUND (unknown or lost worker, or replaced by
   // a new registration while waiting), UNAVAILABLE (shutting down). A newer call by the same
-  // worker completes the older one with nullopt. Each assignment is handed out once.
+  // worker completes the older one with nullopt.
+  // Hand-off: an assignment handed out stays offered until acknowledged: a later call whose
+  // `last_started` is its attempt (the daemon started it), or its rank joining. A later call
+  // without that acknowledgement, while the attempt is still in RENDEZVOUS, gets the same
+  // assignment again (the earlier answer was lost on the way).
   // `incarnation` (0 = not checked) must be the worker's current one, else NOT_FOUND.
   void WaitAssignmentAsync(const WorkerId& worker, absl::Time deadline, AssignmentCallback done,
-                           uint64_t incarnation = 0);
+                           uint64_t incarnation = 0,
+                           std::optional<AttemptId> last_started = std::nullopt);
 
   // ---- Attempts (messages of the ranks) -----------------------------------------------------
 
@@ -252,6 +276,15 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailRendezvousLocked(absl::Time now, DeferredCallbacks* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A fresh step judge and metrics history for the job's current attempt.
+  void StartJudgingLocked(JobRecord* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Restore of a RUNNING job: its ranks are unbound from the old coordinator's worker ids and
+  // wait for their daemons until now + coordinator_grace.
+  void AwaitReattachLocked(JobRecord* job, DeferredCallbacks* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails restored RUNNING jobs whose grace ran out with ranks still away.
+  void FailReattachLocked(absl::Time now, DeferredCallbacks* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time ClampDeadline(absl::Time deadline, absl::Time now) const;
 
   // Worker side (coordinator_workers.cc).
@@ -264,6 +297,17 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailWorkerAttemptLocked(WorkerRecord* worker, const std::string& what,
                                DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes `running` back into its attempt for `worker` (a registration after a lost lease or a
+  // coordinator restart). Returns "" when kept, else why not.
+  std::string ReattachLocked(WorkerRecord* worker, const RunningRank& running,
+                             DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `worker` registered without the rank a restored RUNNING job waits for from it: that
+  // attempt fails.
+  void FailAbandonedReattachLocked(WorkerRecord* worker, DeferredCallbacks* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether the assignment `worker` was handed out may be handed out again (its attempt is
+  // still in RENDEZVOUS, the rank is this worker's and has not joined).
+  bool StillOfferedLocked(const WorkerRecord& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Attempt side (coordinator_attempts.cc).
   // "; suspect (rank process not heard from): rank R (...) silent for 8.2s since step 12"

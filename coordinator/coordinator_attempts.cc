@@ -1,4 +1,5 @@
 // Coordinator: calls of the ranks of a job attempt (join, key-value store, progress, finish).
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -215,8 +216,21 @@ void Coordinator::PublishJudgementLocked(JobRecord* job) {
   const StepJudge& judge = *job->judge;
   v1::JobStatus& status = job->status;
   status.mutable_alarms()->Clear();
+  for (const v1::Alarm& alarm : job->carried_alarms) *status.add_alarms() = alarm;
   for (const v1::Alarm& alarm : judge.alarms()) *status.add_alarms() = alarm;
   *status.mutable_verdict() = judge.verdict();
+  const v1::Verdict& before = job->carried_verdict;  // from before a coordinator restart
+  v1::Verdict& verdict = *status.mutable_verdict();
+  verdict.set_result(std::max(verdict.result(), before.result()));
+  for (const v1::Alarm& alarm : job->carried_alarms) {
+    verdict.set_result(std::max(verdict.result(),
+                                alarm.failed_job() ? v1::Verdict::FAIL : v1::Verdict::WARN));
+  }
+  verdict.set_steps_judged(std::max(verdict.steps_judged(), before.steps_judged()));
+  if (before.first_bad_step() != 0) {
+    verdict.set_first_bad_step(before.first_bad_step());
+    *verdict.mutable_first_bad() = before.first_bad();
+  }
   status.mutable_stragglers()->Clear();
   for (const v1::StragglerScore& score : judge.stragglers()) *status.add_stragglers() = score;
 }
@@ -254,6 +268,8 @@ absl::Status Coordinator::FinishRank(const AttemptId& attempt, Rank rank,
   finished->set_error(outcome.error);
   if (!outcome.checkpoint_path.empty()) job->status.set_checkpoint_path(outcome.checkpoint_path);
   MarkChangedLocked(job);
+  // Durable: a coordinator restarted before the job ends must not wait for this rank again.
+  SaveLocked(*job, scope.deferred());
   if (AttemptOver(job->status)) return absl::OkStatus();
 
   if (!outcome.ok) {

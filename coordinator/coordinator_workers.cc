@@ -1,4 +1,5 @@
 // Coordinator: calls of the worker daemons (registration, heartbeats, assignments) and loss.
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -43,12 +44,21 @@ std::string DescribeDevices(const std::vector<v1::Device>& devices) {
 }  // namespace
 
 absl::StatusOr<Coordinator::Registration> Coordinator::RegisterWorker(
-    std::string name, std::string host, std::vector<v1::Device> devices, uint64_t incarnation) {
+    std::string name, std::string host, std::vector<v1::Device> devices, uint64_t incarnation,
+    std::optional<RunningRank> running) {
   if (absl::Status valid = ValidateRegistration(name, devices); !valid.ok()) return valid;
   Scope scope(this);
   const absl::Time now = clock_->Now();
-  auto registered = [this](const WorkerId& id) {
-    return Registration{id, options_.heartbeat_interval, options_.heartbeat_timeout};
+  // The registration's answer; takes the rank the daemon still runs back into its attempt.
+  auto registered = [&](WorkerRecord* worker) {
+    Registration registration{worker->id, options_.heartbeat_interval,
+                              options_.heartbeat_timeout, options_.coordinator_grace};
+    if (running.has_value()) {
+      registration.running_refused = ReattachLocked(worker, *running, scope.deferred());
+      registration.running_kept = registration.running_refused.empty();
+    }
+    if (!registration.running_kept) FailAbandonedReattachLocked(worker, scope.deferred());
+    return registration;
   };
   if (WorkerRecord* existing = workers_.FindByName(name); existing != nullptr) {
     if (existing->incarnation == incarnation) {
@@ -61,7 +71,7 @@ absl::StatusOr<Coordinator::Registration> Coordinator::RegisterWorker(
                                ") is back"),
                   scope.deferred());
       }
-      return registered(existing->id);
+      return registered(existing);
     }
     // A restarted daemon: whatever the old one ran is gone.
     FailWorkerAttemptLocked(existing, "restarted (incarnation changed)", scope.deferred());
@@ -84,7 +94,97 @@ absl::StatusOr<Coordinator::Registration> Coordinator::RegisterWorker(
                          worker->incarnation),
             scope.deferred());
   schedule_needed_ = true;
-  return registered(worker->id);
+  return registered(worker);
+}
+
+std::string Coordinator::ReattachLocked(WorkerRecord* worker, const RunningRank& running,
+                                        DeferredCallbacks* deferred) {
+  const std::string what =
+      absl::StrCat("rank ", running.rank.value(), " of job ", running.attempt.job.value(),
+                   " generation ", running.attempt.generation.value());
+  JobRecord* job = jobs_.Find(running.attempt.job);
+  if (job == nullptr) return absl::StrCat(what, ": unknown job");
+  v1::JobStatus& status = job->status;
+  if (status.generation() != running.attempt.generation.value() ||
+      status.state() != v1::JOB_STATE_RUNNING) {
+    return absl::StrCat(what, ": that attempt is over (job ", JobStateName(status.state()),
+                        ", generation ", status.generation(), ": ", LastReason(status), ")");
+  }
+  if (running.rank.value() >= static_cast<uint32_t>(status.ranks_size())) {
+    return absl::StrCat(what, ": out of range (world size ", status.ranks_size(), ")");
+  }
+  v1::RankStatus& rank = *status.mutable_ranks(static_cast<int>(running.rank.value()));
+  if (rank.worker_name() != worker->name) {
+    return absl::StrCat(what, ": it runs on worker ", rank.worker_name(), ", not ", worker->name);
+  }
+  if (rank.finished()) return absl::StrCat(what, ": it finished already");
+  if (worker->attempt.has_value() && *worker->attempt != running.attempt) {
+    return absl::StrCat(what, ": the worker runs another attempt");
+  }
+  const bool was_away = rank.worker_id() != worker->id.value();
+  rank.set_worker_id(worker->id.value());
+  rank.set_host(worker->host);
+  worker->state = v1::WORKER_STATE_BUSY;
+  worker->attempt = running.attempt;
+  worker->rank = running.rank;
+  worker->undelivered.reset();
+  worker->offered.reset();
+  if (!was_away) return "";  // a retried registration
+  MarkChangedLocked(job);
+  LogLocked(absl::StrCat("worker ", worker->id.value(), " (", NameOnHost(*worker),
+                         ") is back with ", what),
+            deferred);
+  bool all_back = true;
+  for (const v1::RankStatus& other : status.ranks()) {
+    if (other.worker_id().empty() && !other.finished()) all_back = false;
+  }
+  if (all_back && job->reattach_deadline != absl::InfiniteFuture()) {
+    job->reattach_deadline = absl::InfiniteFuture();
+    v1::JobEvent* event = status.add_events();
+    event->set_time_unix_ms(absl::ToUnixMillis(clock_->Now()));
+    event->set_message(absl::StrCat("every rank of generation ", status.generation(),
+                                    " is back after the coordinator's restart; training went on"));
+    SaveLocked(*job, deferred);
+    LogLocked(absl::StrCat("job ", status.job_id(), ": ", event->message()), deferred);
+  }
+  return "";
+}
+
+void Coordinator::FailAbandonedReattachLocked(WorkerRecord* worker, DeferredCallbacks* deferred) {
+  for (JobRecord* job : jobs_.All()) {
+    if (job->reattach_deadline == absl::InfiniteFuture() ||
+        job->status.state() != v1::JOB_STATE_RUNNING) {
+      continue;
+    }
+    for (const v1::RankStatus& rank : job->status.ranks()) {
+      if (rank.worker_name() != worker->name || !rank.worker_id().empty() || rank.finished()) {
+        continue;
+      }
+      FailAttemptLocked(job,
+                        absl::StrCat(DescribeRank(rank),
+                                     " came back without its rank process after the "
+                                     "coordinator's restart (its worker stopped it or restarted)"),
+                        /*restartable=*/true, deferred);
+      break;
+    }
+  }
+}
+
+bool Coordinator::StillOfferedLocked(const WorkerRecord& worker) {
+  if (!worker.offered.has_value() || !worker.attempt.has_value()) return false;
+  const v1::Assignment& offered = *worker.offered;
+  if (worker.attempt->job.value() != offered.job_id() ||
+      worker.attempt->generation.value() != offered.generation()) {
+    return false;
+  }
+  JobRecord* job = jobs_.Find(worker.attempt->job);
+  if (job == nullptr || job->status.state() != v1::JOB_STATE_RENDEZVOUS ||
+      job->status.generation() != offered.generation() ||
+      offered.rank() >= static_cast<uint32_t>(job->status.ranks_size())) {
+    return false;
+  }
+  const v1::RankStatus& rank = job->status.ranks(static_cast<int>(offered.rank()));
+  return !rank.joined() && !rank.finished();
 }
 
 absl::StatusOr<std::vector<v1::JobAttempt>> Coordinator::Heartbeat(const WorkerId& id,
@@ -109,7 +209,8 @@ absl::StatusOr<std::vector<v1::JobAttempt>> Coordinator::Heartbeat(const WorkerI
 }
 
 void Coordinator::WaitAssignmentAsync(const WorkerId& id, absl::Time deadline,
-                                      AssignmentCallback done, uint64_t incarnation) {
+                                      AssignmentCallback done, uint64_t incarnation,
+                                      std::optional<AttemptId> last_started) {
   Scope scope(this);
   const absl::Time now = clock_->Now();
   auto fail = [&](absl::Status status) {
@@ -128,6 +229,21 @@ void Coordinator::WaitAssignmentAsync(const WorkerId& id, absl::Time deadline,
     return fail(absl::NotFoundError(
         absl::StrCat("worker ", id.value(), " was declared lost: register again")));
   }
+  if (worker->offered.has_value()) {
+    const AttemptId offered{JobId(worker->offered->job_id()),
+                            Generation(worker->offered->generation())};
+    if (last_started == offered || !StillOfferedLocked(*worker)) {
+      worker->offered.reset();  // acknowledged, or nothing left to hand out again
+    } else if (!worker->undelivered.has_value()) {
+      LogLocked(absl::StrCat("worker ", worker->id.value(), " (", NameOnHost(*worker),
+                             ") did not acknowledge rank ", worker->offered->rank(), " of job ",
+                             offered.job.value(), " generation ", offered.generation.value(),
+                             ": handing it out again"),
+                scope.deferred());
+      worker->undelivered = std::move(worker->offered);
+      worker->offered.reset();
+    }
+  }
   // Only one poll per worker: a newer one (e.g. a retry after a client-side timeout) wins.
   if (worker->waiter) AnswerWaiterLocked(worker, std::nullopt, scope.deferred());
   worker->waiter = std::move(done);
@@ -142,6 +258,7 @@ void Coordinator::DeliverLocked(WorkerRecord* worker, DeferredCallbacks* deferre
   if (!worker->undelivered.has_value() || !worker->waiter) return;
   std::optional<v1::Assignment> assignment = std::move(worker->undelivered);
   worker->undelivered.reset();
+  worker->offered = assignment;  // until acknowledged
   AnswerWaiterLocked(worker, std::move(assignment), deferred);
 }
 

@@ -34,6 +34,14 @@ struct JobRecord {
   // `restart_waiting` until the coordinator noticed the backoff ended.
   absl::Time restart_not_before = absl::InfinitePast();
   bool restart_waiting = false;
+  // A RUNNING job restored after a coordinator restart waits until then for its ranks' daemons
+  // to register again with their ranks (ranks still away have an empty worker_id).
+  absl::Time reattach_deadline = absl::InfiniteFuture();
+  // Alarms and verdict of the attempt from before the coordinator restarted (its new judge
+  // starts empty): the alarms are kept in front of the judge's own; the verdict keeps the
+  // worse result, the first bad step and the count of steps judged.
+  std::vector<v1::Alarm> carried_alarms;
+  v1::Verdict carried_verdict;
 
   // When each rank's process was last heard from in the current attempt (JoinJob, any
   // ReportProgress including keepalives), by rank.

@@ -51,6 +51,11 @@ ABSL_FLAG(absl::Duration, restart_backoff, absl::Seconds(1),
           "the wait doubles with each further restart of the job.");
 ABSL_FLAG(absl::Duration, max_restart_backoff, absl::Seconds(30),
           "cap on the doubling restart backoff");
+ABSL_FLAG(absl::Duration, coordinator_grace, absl::Seconds(60),
+          "How long workers keep their ranks training while this coordinator cannot be reached, "
+          "and how long a restarted coordinator waits for a running job's workers to come back "
+          "before restarting the job from its last checkpoint. 0 = a coordinator restart always "
+          "restarts running jobs.");
 ABSL_FLAG(std::string, state_dir, "",
           "Directory of the durable job store (SQLite, coordinator.db): jobs, their transitions, "
           "attempts and alarms survive a restart and ids never repeat. Empty = jobs are kept in "
@@ -111,6 +116,12 @@ int Run() {
   options.allow_fault_injection = absl::GetFlag(FLAGS_allow_fault_injection);
   options.restart_backoff = absl::GetFlag(FLAGS_restart_backoff);
   options.max_restart_backoff = absl::GetFlag(FLAGS_max_restart_backoff);
+  options.coordinator_grace = absl::GetFlag(FLAGS_coordinator_grace);
+  if (options.coordinator_grace < absl::ZeroDuration()) {
+    std::fprintf(stderr, "ringleader-coordinator: --coordinator_grace must be >= 0, got %s\n",
+                 absl::FormatDuration(options.coordinator_grace).c_str());
+    return 2;
+  }
   if (absl::GetFlag(FLAGS_max_queued_jobs) < 1) {
     std::fprintf(stderr, "ringleader-coordinator: --max_queued_jobs must be >= 1, got %d\n",
                  absl::GetFlag(FLAGS_max_queued_jobs));

@@ -36,6 +36,12 @@ struct CoordinatorOptions {
   // max_restart_backoff.
   absl::Duration restart_backoff = absl::Seconds(1);
   absl::Duration max_restart_backoff = absl::Seconds(30);
+  // How long rank processes go on training while the coordinator cannot be reached (told to
+  // the daemons at registration; past it they stop their ranks), and how long a restarted
+  // coordinator waits for the daemons of a job that was RUNNING to come back with their ranks
+  // before failing the attempt (the job then restarts from its last checkpoint). Zero = a
+  // coordinator restart always restarts running jobs.
+  absl::Duration coordinator_grace = absl::Seconds(60);
 };
 
 }  // namespace ringleader

@@ -20,10 +20,20 @@ absl::Time RpcHandler::Deadline(uint32_t wait_timeout_ms) const {
 
 absl::Status RpcHandler::RegisterWorker(const v1::RegisterWorkerRequest& request,
                                         v1::RegisterWorkerResponse* response) {
+  std::optional<Coordinator::RunningRank> running;
+  if (request.has_running()) {
+    running = Coordinator::RunningRank{
+        Attempt(request.running().job_id(), request.running().generation()),
+        Rank(request.running_rank())};
+  }
   absl::StatusOr<Coordinator::Registration> registration = coordinator_->RegisterWorker(
       request.name(), request.host(), {request.devices().begin(), request.devices().end()},
-      request.incarnation());
+      request.incarnation(), std::move(running));
   if (!registration.ok()) return registration.status();
+  response->set_running_kept(registration->running_kept);
+  response->set_running_refused(registration->running_refused);
+  response->set_coordinator_grace_ms(
+      static_cast<uint32_t>(absl::ToInt64Milliseconds(registration->coordinator_grace)));
   response->set_worker_id(registration->id.value());
   response->set_heartbeat_interval_ms(
       static_cast<uint32_t>(absl::ToInt64Milliseconds(registration->heartbeat_interval)));
@@ -50,7 +60,11 @@ void RpcHandler::WaitAssignment(const v1::WaitAssignmentRequest& request,
         if (result->has_value()) *response->mutable_assignment() = std::move(**result);
         done(absl::OkStatus());
       },
-      request.incarnation());
+      request.incarnation(),
+      request.has_last_started()
+          ? std::optional<AttemptId>(
+                Attempt(request.last_started().job_id(), request.last_started().generation()))
+          : std::nullopt);
 }
 
 absl::Status RpcHandler::JoinJob(const v1::JoinJobRequest& request, v1::JoinJobResponse*) {

@@ -168,7 +168,7 @@ TEST_F(SqliteJobStoreTest, ARestartedCoordinatorKeepsItsJobsAndNeverRepeatsAnId)
   EXPECT_EQ(first_job->state(), v1::JOB_STATE_QUEUED);
   EXPECT_EQ(first_job->restarts(), 1u);
   EXPECT_THAT(first_job->transitions().rbegin()->reason(),
-              HasSubstr("the coordinator restarted while generation 1 ran"));
+              HasSubstr("the coordinator restarted while generation 1 was in RENDEZVOUS"));
   EXPECT_EQ(second.GetJob(JobId("job-000002"))->state(), v1::JOB_STATE_QUEUED);
   v1::JobSpec three;
   three.set_world_size(1);

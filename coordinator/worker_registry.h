@@ -47,6 +47,8 @@ struct WorkerRecord {
   Rank rank;
   // Assigned but not yet handed out by WaitAssignment.
   std::optional<v1::Assignment> undelivered;
+  // Handed out but not yet acknowledged (see Coordinator::WaitAssignmentAsync).
+  std::optional<v1::Assignment> offered;
   // Attempts this worker must abort; handed out (once) by the next Heartbeat.
   std::vector<v1::JobAttempt> aborts;
 

@@ -185,9 +185,11 @@ absl::Status Cluster::StartCoordinator(const std::string& listen, absl::Time dea
   return absl::OkStatus();
 }
 
-absl::Status Cluster::KillAndRestartCoordinator() {
+absl::Status Cluster::KillAndRestartCoordinator(absl::Duration down_for) {
   kill(coordinator_->pid(), SIGKILL);
   coordinator_->Wait();
+  // The outage itself: nothing to wait for, the daemons and ranks live through it.
+  if (down_for > absl::ZeroDuration()) absl::SleepFor(down_for);
   // The same address, so the daemons find it again (they re-register when their heartbeat is
   // refused by the new coordinator).
   return StartCoordinator(address_, absl::Now() + options_.start_timeout);

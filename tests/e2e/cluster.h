@@ -73,8 +73,9 @@ class Cluster {
 
   const std::string& address() const { return address_; }
 
-  // SIGKILLs the coordinator and starts it again on the same address with the same flags.
-  absl::Status KillAndRestartCoordinator();
+  // SIGKILLs the coordinator and starts it again on the same address with the same flags,
+  // `down_for` later.
+  absl::Status KillAndRestartCoordinator(absl::Duration down_for = absl::ZeroDuration());
   const std::string& dir() const { return dir_; }
 
   absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);

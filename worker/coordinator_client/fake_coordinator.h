@@ -52,6 +52,7 @@ class FakeCoordinator : public CoordinatorClient {
   absl::StatusOr<v1::ReportProgressResponse> ReportProgress(
       const v1::ReportProgressRequest& request) override {
     absl::MutexLock lock(&mu_);
+    if (unreachable_) return absl::UnavailableError("coordinator unreachable (test)");
     v1::ReportProgressResponse response;
     for (const auto& step : request.steps()) {
       steps_[request.rank()].push_back(step);
@@ -69,11 +70,17 @@ class FakeCoordinator : public CoordinatorClient {
   }
   absl::StatusOr<v1::FinishRankResponse> FinishRank(const v1::FinishRankRequest& request) override {
     absl::MutexLock lock(&mu_);
+    if (unreachable_) return absl::UnavailableError("coordinator unreachable (test)");
     finishes_[request.rank()].push_back(request);
     return v1::FinishRankResponse();
   }
   void CancelAll() override {}
 
+  // While set, ReportProgress and FinishRank answer UNAVAILABLE (a coordinator outage).
+  void set_unreachable(bool unreachable) {
+    absl::MutexLock lock(&mu_);
+    unreachable_ = unreachable;
+  }
   void set_stop_at_step(uint64_t step) {
     absl::MutexLock lock(&mu_);
     stop_at_step_ = step;
@@ -110,6 +117,7 @@ class FakeCoordinator : public CoordinatorClient {
   uint64_t stop_at_step_ ABSL_GUARDED_BY(mu_) = 0;
   int over_after_probes_ ABSL_GUARDED_BY(mu_) = 0;
   int probes_ ABSL_GUARDED_BY(mu_) = 0;
+  bool unreachable_ ABSL_GUARDED_BY(mu_) = false;
   std::map<uint32_t, v1::JoinJobRequest> joins_ ABSL_GUARDED_BY(mu_);
   std::map<uint32_t, std::vector<v1::StepReport>> steps_ ABSL_GUARDED_BY(mu_);
   std::map<uint32_t, std::vector<v1::EpochReport>> epochs_ ABSL_GUARDED_BY(mu_);

@@ -44,10 +44,12 @@ absl::Status ValidateOptions(const WorkerDaemonOptions& o) {
   }
   if (o.wait_assignment_timeout <= absl::ZeroDuration() || o.kill_grace < absl::ZeroDuration() ||
       o.retry_interval <= absl::ZeroDuration() ||
-      o.default_heartbeat_interval <= absl::ZeroDuration()) {
+      o.default_heartbeat_interval <= absl::ZeroDuration() ||
+      o.default_coordinator_grace < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "daemon timings: wait_assignment_timeout, retry_interval and "
-        "default_heartbeat_interval must be positive, kill_grace non-negative");
+        "default_heartbeat_interval must be positive, kill_grace and coordinator_grace "
+        "non-negative");
   }
   return absl::OkStatus();
 }
@@ -84,7 +86,9 @@ WorkerDaemon::WorkerDaemon(CoordinatorClient* client, WorkerDaemonOptions option
     : client_(client),
       options_(std::move(options)),
       incarnation_(options_.incarnation != 0 ? options_.incarnation : RandomIncarnation()),
-      heartbeat_interval_(options_.default_heartbeat_interval) {}
+      clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
+      heartbeat_interval_(options_.default_heartbeat_interval),
+      coordinator_grace_(options_.default_coordinator_grace) {}
 
 WorkerDaemon::~WorkerDaemon() { Stop(); }
 
@@ -127,14 +131,22 @@ void WorkerDaemon::Stop() {
 
 bool WorkerDaemon::Register(uint64_t stale_epoch) {
   absl::MutexLock registration(&register_mu_);
+  v1::RegisterWorkerRequest request;
+  uint64_t running_child = 0;  // the child named in the request (its serial), 0 = none
   {
     absl::MutexLock lock(&mu_);
     // Another thread registered meanwhile. (Comparing ids would not do: registering again
     // with the same incarnation gives the same id, and a late second registration would kill
     // the rank the renewed lease already runs.)
     if (lease_epoch_ != stale_epoch) return true;
+    // A rank of the lost lease still running: ask the coordinator to take it back.
+    if (stale_epoch != 0 && child_ != nullptr && !running_abandoned_) {
+      running_child = child_serial_;
+      request.mutable_running()->set_job_id(running_.job_id);
+      request.mutable_running()->set_generation(running_.generation);
+      request.set_running_rank(running_.rank);
+    }
   }
-  v1::RegisterWorkerRequest request;
   request.set_name(options_.name);
   request.set_host(options_.host);
   request.set_incarnation(incarnation_);
@@ -154,13 +166,37 @@ bool WorkerDaemon::Register(uint64_t stale_epoch) {
                               ? absl::Milliseconds(response->heartbeat_interval_ms())
                               : options_.default_heartbeat_interval;
     heartbeat_timeout_ = absl::Milliseconds(response->heartbeat_timeout_ms());
+    if (response->has_coordinator_grace_ms()) {
+      coordinator_grace_ = absl::Milliseconds(response->coordinator_grace_ms());
+    }
+    last_reached_ = clock_->Now();
   }
   Log(absl::StrCat(stale_epoch == 0 ? "registered" : "registered again", " as ",
                    response->worker_id(), " (name ", options_.name, ", incarnation ", incarnation_,
                    ")"));
-  // A lost lease means the coordinator already failed whatever this worker was running.
-  if (stale_epoch != 0) AbandonChildOfLostLease(stale_epoch);
+  if (request.has_running()) {
+    Log(absl::StrCat("rank ", request.running_rank(), " of job ", request.running().job_id(),
+                     response->running_kept()
+                         ? " goes on: the coordinator took it back"
+                         : absl::StrCat(" must stop: ", response->running_refused())));
+  }
+  // A lost lease whose rank was not taken back: the coordinator failed that attempt already.
+  // (Only that child: one started meanwhile came from the renewed registration.)
+  if (running_child != 0 && !response->running_kept()) {
+    AbandonChild(running_child,
+                 "the worker's lease was lost (its attempt is over; not reporting it)");
+  }
   return true;
+}
+
+bool WorkerDaemon::OutageExceedsGrace(bool reachable) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  if (reachable) {
+    last_reached_ = now;
+    return false;
+  }
+  return now - last_reached_ > coordinator_grace_;
 }
 
 void WorkerDaemon::HeartbeatLoop() {
@@ -184,13 +220,28 @@ void WorkerDaemon::HeartbeatLoop() {
     if (!response.ok()) {
       if (response.status().code() == absl::StatusCode::kNotFound) {
         Log(absl::StrCat("heartbeat: ", response.status().ToString(), "; registering again"));
+        // A coordinator back only after the grace: the rank must not rejoin (the restarted
+        // coordinator restarts the job from its checkpoint once this worker says so).
+        if (OutageExceedsGrace(/*reachable=*/false)) {
+          AbandonChild(0, "the coordinator came back only after its grace");
+        }
         Register(current.epoch);
-      } else if (!failing) {
-        Log(absl::StrCat("heartbeat failed: ", response.status().ToString()));
+      } else {
+        if (!failing) {
+          Log(absl::StrCat("heartbeat failed: ", response.status().ToString(),
+                           "; a running rank goes on for the coordinator's grace"));
+        }
+        if (OutageExceedsGrace(/*reachable=*/false)) {
+          AbandonChild(
+              0,
+              "the coordinator has been unreachable for longer than its grace (the job "
+              "restarts from its last checkpoint once the coordinator is back)");
+        }
       }
       failing = true;
       continue;
     }
+    OutageExceedsGrace(/*reachable=*/true);
     failing = false;
     for (const v1::JobAttempt& attempt : response->abort()) {
       TerminateChild(&attempt, "the coordinator aborted the attempt");
@@ -211,15 +262,12 @@ void WorkerDaemon::TerminateChild(const v1::JobAttempt* attempt, const std::stri
   child_->Terminate(options_.kill_grace);
 }
 
-void WorkerDaemon::AbandonChildOfLostLease(uint64_t lost_epoch) {
+void WorkerDaemon::AbandonChild(uint64_t serial, const std::string& why) {
   absl::MutexLock lock(&mu_);
-  // A child started under the renewed lease (its old child ended and a new assignment came
-  // between the registration and here) belongs to the new lease: leave it running.
-  if (child_ == nullptr || running_lease_epoch_ > lost_epoch) return;
+  if (child_ == nullptr || (serial != 0 && child_serial_ != serial)) return;
   running_abandoned_ = true;
   if (!child_->terminate_requested()) {
-    Log(absl::StrCat("stopping rank ", running_.rank, " of job ", running_.job_id,
-                     ": the worker's lease was lost (its attempt is over; not reporting it)"));
+    Log(absl::StrCat("stopping rank ", running_.rank, " of job ", running_.job_id, ": ", why));
   }
   child_->Terminate(options_.kill_grace);
 }
@@ -244,6 +292,13 @@ absl::Status WorkerDaemon::Run() {
     request.set_incarnation(incarnation_);
     request.set_wait_timeout_ms(
         static_cast<uint32_t>(absl::ToInt64Milliseconds(options_.wait_assignment_timeout)));
+    {
+      absl::MutexLock lock(&mu_);
+      if (last_started_.has_value()) {
+        request.mutable_last_started()->set_job_id(last_started_->job_id);
+        request.mutable_last_started()->set_generation(last_started_->generation);
+      }
+    }
     absl::StatusOr<v1::WaitAssignmentResponse> response = client_->WaitAssignment(request);
     if (stop_.HasBeenNotified()) break;
     if (!response.ok()) {
@@ -255,7 +310,7 @@ absl::Status WorkerDaemon::Run() {
       stop_.WaitForNotificationWithTimeout(options_.retry_interval);
       continue;
     }
-    if (response->has_assignment()) RunAttempt(response->assignment(), current.epoch);
+    if (response->has_assignment()) RunAttempt(response->assignment());
   }
   client_->CancelAll();
   heartbeats.join();
@@ -263,7 +318,7 @@ absl::Status WorkerDaemon::Run() {
   return absl::OkStatus();
 }
 
-void WorkerDaemon::RunAttempt(const v1::Assignment& assignment, uint64_t lease_epoch) {
+void WorkerDaemon::RunAttempt(const v1::Assignment& assignment) {
   const std::string what = absl::StrCat("rank ", assignment.rank(), " of job ", assignment.job_id(),
                                         " (generation ", assignment.generation(), ")");
   auto report_failure = [&](const std::string& error) {
@@ -273,7 +328,18 @@ void WorkerDaemon::RunAttempt(const v1::Assignment& assignment, uint64_t lease_e
     request.set_rank(assignment.rank());
     request.set_ok(false);
     request.set_error(error);
+    // While the coordinator is unreachable (the client's own retries ran out) the report is
+    // tried again, for as long as a rank would have been kept running without it.
+    const absl::Time give_up = clock_->Now() + [&] {
+      absl::MutexLock lock(&mu_);
+      return coordinator_grace_;
+    }();
     absl::StatusOr<v1::FinishRankResponse> response = client_->FinishRank(request);
+    while (!response.ok() && response.status().code() == absl::StatusCode::kUnavailable &&
+           clock_->Now() < give_up &&
+           !stop_.WaitForNotificationWithTimeout(options_.retry_interval)) {
+      response = client_->FinishRank(request);
+    }
     // FAILED_PRECONDITION (stale generation) is expected when the attempt was aborted.
     if (!response.ok() && !stop_.HasBeenNotified()) {
       Log(absl::StrCat("reporting the failure of ", what, ": ", response.status().ToString()));
@@ -313,6 +379,9 @@ void WorkerDaemon::RunAttempt(const v1::Assignment& assignment, uint64_t lease_e
           "--victim_report_delay=",
           absl::FormatDuration(heartbeat_timeout_ + heartbeat_interval_ + absl::Milliseconds(500))));
     }
+    // How long the rank keeps trying to deliver its last reports and its FinishRank while the
+    // coordinator is unreachable.
+    argv.push_back(absl::StrCat("--coordinator_grace=", absl::FormatDuration(coordinator_grace_)));
   }
   argv.insert(argv.end(), options_.rank_extra_args.begin(), options_.rank_extra_args.end());
 
@@ -327,12 +396,13 @@ void WorkerDaemon::RunAttempt(const v1::Assignment& assignment, uint64_t lease_e
     absl::MutexLock lock(&mu_);
     child_ = child->get();
     running_ = AttemptKey{assignment.job_id(), assignment.generation(), assignment.rank()};
-    running_lease_epoch_ = lease_epoch;
+    ++child_serial_;
     running_abandoned_ = false;
+    last_started_ = running_;
     ++attempts_started_;
-    // The lease was lost while the child started: the attempt is over already.
-    if (lease_epoch_ != lease_epoch) running_abandoned_ = true;
-    if (stopping_ || running_abandoned_) child_->Terminate(options_.kill_grace);
+    // Whichever registration the assignment came under, the coordinator checked this daemon's
+    // incarnation: it is this worker's to run (a stale one is refused when the rank joins).
+    if (stopping_) child_->Terminate(options_.kill_grace);
   }
   Log(absl::StrCat("started ", what, " as pid ", (*child)->pid(), ", log ",
                    (dir / kLogFile).string()));

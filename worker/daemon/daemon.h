@@ -7,13 +7,20 @@
 //        ^   └─error: retry after retry_interval      ^                  │
 //        │                                                      └──child exited───┘
 //        └── Heartbeat / WaitAssignment answer NOT_FOUND (lease lost): register again with the
-//            same incarnation; a running child of the lost lease is terminated and NOT
-//            reported: that coordinator failed its attempt already, or — restarted, with its
-//            jobs in memory — forgot it and may reuse its job id and generation for a new job,
-//            which a report would fail. The coordinator gives the same id back, so
-//            registrations are counted (the lease epoch): a NOT_FOUND to a call made under an
-//            epoch already renewed is ignored, and a child started under the renewed lease
-//            is left alone.
+//            same incarnation, naming the rank still running (RegisterWorkerRequest.running).
+//            The coordinator keeps it (running_kept: a restarted coordinator whose job goes on)
+//            or refuses it: the child of the lost lease is then terminated and NOT reported:
+//            that coordinator failed its attempt already. The coordinator gives the same id
+//            back, so registrations are counted (the lease epoch): a NOT_FOUND to a call made
+//            under an epoch already renewed is ignored, and only the child the registration
+//            named is stopped (one started meanwhile came from the renewed registration: the
+//            coordinator checks the incarnation on every WaitAssignment).
+//
+// Coordinator outage: while heartbeats fail with anything but NOT_FOUND (unreachable), the
+// child keeps running (its reports wait in its own queue) until `coordinator_grace` (the
+// coordinator's, from the registration) has passed since the coordinator last answered; then
+// the child is terminated and not reported (the job restarts from its last checkpoint once the
+// coordinator is back).
 //   any state ──Stop()──> STOPPED (child terminated, Run returns OK)
 //
 // While RUNNING, a heartbeat answer listing the running attempt in `abort` terminates the child:
@@ -28,19 +35,25 @@
 // finish_reported (written by the child once its FinishRank went through).
 //
 // Rank command line: <rank_binary> --assignment=<file> --coordinator=<address>
-//   --worker_id=<id> --report_marker=<file> [--gpu=<index>] <rank_extra_args...>
+//   --worker_id=<id> --report_marker=<file> [--gpu=<index>] [--victim_report_delay=<d>]
+//   --coordinator_grace=<d> <rank_extra_args...>
 //
 // Thread-safety: Run() once, from one thread; Stop() and the accessors from any thread (Stop is
 // safe to call from a signal-watching thread). The client must outlive the daemon; destroy the
 // daemon only after Run() returned (or if it was never called).
 //
-// Time: the daemon reads no clock; its waits (heartbeat interval, registration retry, kill
-// grace) are timed waits on notifications, so Stop() cuts every one short.
+// Time: the injected clock (monotonic) measures only how long the coordinator has been
+// unreachable; the waits (heartbeat interval, registration retry, kill grace) are timed waits
+// on notifications, so Stop() cuts every one short.
+//
+// Hand-off: every WaitAssignment names the last attempt this daemon started (last_started), so
+// an assignment whose answer was lost on the way is handed out again.
 #ifndef RINGLEADER_WORKER_DAEMON_DAEMON_H_
 #define RINGLEADER_WORKER_DAEMON_DAEMON_H_
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +62,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "proto/ringleader.pb.h"
 #include "worker/coordinator_client/coordinator_client.h"
 #include "worker/daemon/child_process.h"
@@ -82,6 +96,11 @@ struct WorkerDaemonOptions {
   absl::Duration retry_interval = absl::Seconds(1);
   // Heartbeat interval when the coordinator's answer leaves it 0.
   absl::Duration default_heartbeat_interval = absl::Seconds(2);
+  // How long a rank keeps running while the coordinator is unreachable, until a registration
+  // says otherwise (RegisterWorkerResponse.coordinator_grace_ms).
+  absl::Duration default_coordinator_grace = absl::Seconds(60);
+  // Not owned; nullptr = Clock::Real(). Measures how long the coordinator has been unreachable.
+  Clock* clock = nullptr;
 };
 
 // Which attempt a worker runs.
@@ -126,18 +145,23 @@ class WorkerDaemon {
   // renewed the lease since. Returns false when registration failed.
   bool Register(uint64_t stale_epoch);
   void HeartbeatLoop();
-  // Runs `assignment`, received under lease epoch `lease_epoch`, until its child exits.
-  void RunAttempt(const v1::Assignment& assignment, uint64_t lease_epoch);
+  // Runs `assignment` until its child exits.
+  void RunAttempt(const v1::Assignment& assignment);
   // Terminates the running child if it belongs to `attempt` (any attempt if null).
   void TerminateChild(const v1::JobAttempt* attempt, const std::string& why);
-  // Terminates the running child if its assignment came under lease epoch <= `lost_epoch`,
-  // and marks it abandoned (RunAttempt then reports nothing for it).
-  void AbandonChildOfLostLease(uint64_t lost_epoch);
+  // Terminates the running child if it is child number `serial` (0 = whichever runs), and
+  // marks it abandoned (RunAttempt then reports nothing for it); `why` goes to the log.
+  void AbandonChild(uint64_t serial, const std::string& why);
+  // Records a heartbeat's outcome; true when it failed (`reachable` false) and the
+  // coordinator has not answered for longer than its grace (since the last registration or
+  // heartbeat that went through).
+  bool OutageExceedsGrace(bool reachable);
   absl::Duration heartbeat_interval() const;
 
   CoordinatorClient* const client_;
   const WorkerDaemonOptions options_;
   const uint64_t incarnation_;
+  Clock* const clock_;
   absl::Notification stop_;
 
   // Serialises registrations (held across the RegisterWorker RPC; never taken under mu_).
@@ -149,13 +173,18 @@ class WorkerDaemon {
   // The coordinator's heartbeat timeout (zero until registered): sets how long a rank whose
   // peer vanished waits for the peer's loss to be declared before reporting (see RankArgv).
   absl::Duration heartbeat_timeout_ ABSL_GUARDED_BY(mu_);
+  absl::Duration coordinator_grace_ ABSL_GUARDED_BY(mu_);
+  // When the coordinator last answered a registration or heartbeat.
+  absl::Time last_reached_ ABSL_GUARDED_BY(mu_);
+  // The last attempt a child was started for (acknowledged in every WaitAssignment).
+  std::optional<AttemptKey> last_started_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // The running child and its attempt; null when IDLE.
   ChildProcess* child_ ABSL_GUARDED_BY(mu_) = nullptr;
   AttemptKey running_ ABSL_GUARDED_BY(mu_);
-  // The lease epoch the running child's assignment came under, and whether that lease was
-  // lost since (the child is then terminated and not reported).
-  uint64_t running_lease_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  // Children started so far (the running one's number), and whether the running one was
+  // abandoned (terminated for a lost lease or an outage, and not reported).
+  uint64_t child_serial_ ABSL_GUARDED_BY(mu_) = 0;
   bool running_abandoned_ ABSL_GUARDED_BY(mu_) = false;
   int attempts_started_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -50,6 +50,18 @@ struct CoordinatorState {
   // Heartbeats answer with this abort order once `abort_when_file` exists ("" = at once).
   std::vector<v1::JobAttempt> aborts ABSL_GUARDED_BY(mu);
   std::string abort_when_file ABSL_GUARDED_BY(mu);
+  // Registrations after the first answer running_kept with this value.
+  bool keep_running ABSL_GUARDED_BY(mu) = false;
+  // Registrations answer coordinator_grace_ms with this (0 = leave it unset).
+  uint32_t grace_ms ABSL_GUARDED_BY(mu) = 0;
+  // Once this file exists ("" = never), the next `unreachable_heartbeats` heartbeats answer
+  // UNAVAILABLE, each advancing `clock` by a second (when set).
+  std::string unreachable_when_file ABSL_GUARDED_BY(mu);
+  int unreachable_heartbeats ABSL_GUARDED_BY(mu) = 0;
+  FakeClock* clock ABSL_GUARDED_BY(mu) = nullptr;
+  // The next FinishRank calls answer UNAVAILABLE this many times.
+  int finish_unavailable ABSL_GUARDED_BY(mu) = 0;
+  std::vector<v1::WaitAssignmentRequest> polled ABSL_GUARDED_BY(mu);
 };
 
 v1::Assignment MakeAssignment(const std::string& job, const std::string& mode,
@@ -95,11 +107,19 @@ class WorkerDaemonTest : public ::testing::Test {
       response.set_worker_id(absl::StrCat("w-", state_.registrations.size()));
       response.set_heartbeat_interval_ms(2);
       response.set_heartbeat_timeout_ms(10000);
+      if (state_.registrations.size() > 1) response.set_running_kept(state_.keep_running);
+      if (state_.grace_ms > 0) response.set_coordinator_grace_ms(state_.grace_ms);
       return absl::StatusOr<v1::RegisterWorkerResponse>(response);
     }));
     ON_CALL(client_, Heartbeat(_)).WillByDefault(Invoke([this](const auto& request) {
       absl::MutexLock lock(&state_.mu);
       state_.heartbeats.push_back(request);
+      if (!state_.unreachable_when_file.empty() && fs::exists(state_.unreachable_when_file) &&
+          state_.unreachable_heartbeats > 0) {
+        --state_.unreachable_heartbeats;
+        if (state_.clock != nullptr) state_.clock->Advance(absl::Seconds(1));
+        return absl::StatusOr<v1::HeartbeatResponse>(absl::UnavailableError("connection refused"));
+      }
       if (request.worker_id() == state_.lose_lease_of &&
           (state_.lose_lease_when_file.empty() || fs::exists(state_.lose_lease_when_file))) {
         state_.lose_lease_of.clear();
@@ -115,6 +135,7 @@ class WorkerDaemonTest : public ::testing::Test {
     ON_CALL(client_, WaitAssignment(_)).WillByDefault(Invoke([this](const auto& request) {
       absl::MutexLock lock(&state_.mu);
       ++state_.polls;
+      state_.polled.push_back(request);
       state_.last_poll_incarnation = request.incarnation();
       if (request.worker_id() == state_.forget_in_poll) {
         state_.forget_in_poll.clear();
@@ -137,6 +158,10 @@ class WorkerDaemonTest : public ::testing::Test {
     }));
     ON_CALL(client_, FinishRank(_)).WillByDefault(Invoke([this](const auto& request) {
       absl::MutexLock lock(&state_.mu);
+      if (state_.finish_unavailable > 0) {
+        --state_.finish_unavailable;
+        return absl::StatusOr<v1::FinishRankResponse>(absl::UnavailableError("no coordinator"));
+      }
       state_.finished.push_back(request);
       return absl::StatusOr<v1::FinishRankResponse>(v1::FinishRankResponse());
     }));
@@ -338,6 +363,95 @@ TEST_F(WorkerDaemonTest, LostLeaseTerminatesTheRunningChildWithoutReportingIt) {
   EXPECT_EQ(daemon_->worker_id(), "w-2");
 }
 
+// A restarted coordinator whose job goes on takes the rank back: the child keeps running under
+// the renewed lease (an abort order for it is then obeyed and reported like any other).
+TEST_F(WorkerDaemonTest, LostLeaseWithItsRankTakenBackLeavesTheChildRunning) {
+  const std::string ready = (fs::path(std::getenv("TEST_TMPDIR")) / "kept.ready").string();
+  const v1::Assignment hang = MakeAssignment("job-kept", "hang", ready);
+  {
+    absl::MutexLock lock(&state_.mu);
+    state_.lose_lease_of = "w-1";
+    state_.lose_lease_when_file = ready;
+    state_.keep_running = true;
+  }
+  StartDaemon();
+  Assign(hang);
+  ASSERT_TRUE(WaitFor([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    for (const auto& h : state_.heartbeats) {
+      if (h.worker_id() == "w-2") return true;
+    }
+    return false;
+  })) << "no heartbeat under the renewed lease";
+  {
+    absl::MutexLock lock(&state_.mu);
+    ASSERT_EQ(state_.registrations.size(), 2u);
+    const v1::RegisterWorkerRequest& again = state_.registrations[1];
+    EXPECT_EQ(again.running().job_id(), "job-kept");
+    EXPECT_EQ(again.running().generation(), 3u);
+    EXPECT_EQ(again.running_rank(), 1u);
+    EXPECT_FALSE(state_.registrations[0].has_running());
+    v1::JobAttempt abort;
+    abort.set_job_id("job-kept");
+    abort.set_generation(3);
+    state_.aborts = {abort};
+  }
+  // Reported: the child was not abandoned with the lost lease.
+  const v1::FinishRankRequest report = Finished(0);
+  EXPECT_EQ(report.job_id(), "job-kept");
+  EXPECT_THAT(report.error(), HasSubstr("after the worker was told to stop it"));
+  EXPECT_EQ(daemon_->attempts_started(), 1);
+}
+
+// Heartbeats fail (the coordinator is down): the rank runs on for the coordinator's grace, then
+// is stopped and not reported; the daemon carries on.
+TEST_F(WorkerDaemonTest, UnreachableCoordinatorPastTheGraceStopsTheChildWithoutReportingIt) {
+  FakeClock clock;
+  options_.clock = &clock;
+  const std::string ready = (fs::path(std::getenv("TEST_TMPDIR")) / "outage.ready").string();
+  {
+    absl::MutexLock lock(&state_.mu);
+    state_.grace_ms = 5000;
+    state_.unreachable_when_file = ready;
+    state_.unreachable_heartbeats = 6;  // 1 s each: the 6th is 6 s after the last answer
+    state_.clock = &clock;
+  }
+  StartDaemon();
+  Assign(MakeAssignment("job-outage", "hang", ready));
+  Assign(MakeAssignment("job-next", "exit:5"));  // runs once the hanging child was reaped
+  const v1::FinishRankRequest report = Finished(0);
+  EXPECT_EQ(report.job_id(), "job-next")
+      << "the child stopped for the outage was reported: " << report.error();
+  std::ifstream args(AttemptFile(MakeAssignment("job-outage", "hang"), "args.txt"));
+  std::stringstream text;
+  text << args.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("--coordinator_grace=5s"));
+}
+
+TEST_F(WorkerDaemonTest, PollsAcknowledgeTheLastAttemptStarted) {
+  StartDaemon();
+  Assign(MakeAssignment("job-ack", "exit:3"));
+  Finished(0);
+  ASSERT_TRUE(WaitFor([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return !state_.polled.empty() && state_.polled.back().has_last_started();
+  }));
+  absl::MutexLock lock(&state_.mu);
+  EXPECT_FALSE(state_.polled.front().has_last_started());
+  EXPECT_EQ(state_.polled.back().last_started().job_id(), "job-ack");
+  EXPECT_EQ(state_.polled.back().last_started().generation(), 3u);
+}
+
+TEST_F(WorkerDaemonTest, AFailureReportIsRetriedWhileTheCoordinatorIsUnreachable) {
+  {
+    absl::MutexLock lock(&state_.mu);
+    state_.finish_unavailable = 3;
+  }
+  StartDaemon();
+  Assign(MakeAssignment("job-retry", "exit:6"));
+  const v1::FinishRankRequest report = Finished(0);
+  EXPECT_EQ(report.job_id(), "job-retry");
+  EXPECT_THAT(report.error(), HasSubstr("exited with code 6"));
+}
+
 TEST_F(WorkerDaemonTest, AbortedChildIsReportedWithTheSignalNameAndTheDaemonCarriesOn) {
   StartDaemon();
   const v1::Assignment crash = MakeAssignment("job-a", "abort");
@@ -374,6 +488,8 @@ TEST_F(WorkerDaemonTest, RankCommandLineCarriesAssignmentCoordinatorWorkerIdAndE
   EXPECT_THAT(text.str(), HasSubstr("--extra=1"));
   // Heartbeat timeout 10 s + interval 2 ms + 500 ms slack.
   EXPECT_THAT(text.str(), HasSubstr("--victim_report_delay=10.502s"));
+  // The registration named no grace: the daemon's default.
+  EXPECT_THAT(text.str(), HasSubstr("--coordinator_grace=1m"));
   EXPECT_THAT(text.str(), ::testing::Not(HasSubstr("--gpu")));
   EXPECT_EQ(AttemptDirName(a), "job_with_space-g3-r1");
 }

@@ -9,14 +9,15 @@
 #include "absl/strings/str_format.h"
 
 namespace ringleader {
-namespace {
 
-// Transient: a repeat of the batch is harmless (the coordinator keeps the last step and
-// replaces an epoch's report), so the batch is kept and retried at the interval.
+// A repeat of the batch is harmless (the coordinator keeps the last step and replaces an
+// epoch's report), so on these the batch is kept and retried at the interval.
 bool IsTransient(const absl::Status& status) {
   return status.code() == absl::StatusCode::kUnavailable ||
          status.code() == absl::StatusCode::kDeadlineExceeded;
 }
+
+namespace {
 
 absl::Status StopStatus(const v1::ReportProgressResponse& response) {
   return absl::AbortedError(absl::StrCat(

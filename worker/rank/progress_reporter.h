@@ -83,6 +83,10 @@
 
 namespace ringleader {
 
+// The coordinator could not be reached or did not answer in time (UNAVAILABLE,
+// DEADLINE_EXCEEDED): worth trying again later.
+bool IsTransient(const absl::Status& status);
+
 struct ProgressReporterOptions {
   // Send a batch at least this often while steps come in; also the retry pace while the
   // coordinator is unreachable. Values below 1 ms count as 1 ms.

@@ -44,6 +44,9 @@ ABSL_FLAG(absl::Duration, victim_report_delay, absl::Seconds(2),
           "How long a rank whose collective failed because a peer vanished waits for the "
           "coordinator to name that peer before reporting itself (the daemon sets it from the "
           "coordinator's heartbeat timeout).");
+ABSL_FLAG(absl::Duration, coordinator_grace, absl::Seconds(60),
+          "How long this rank keeps trying to deliver its last reports and its result while the "
+          "coordinator is unreachable (the daemon sets it from the coordinator's grace).");
 ABSL_FLAG(std::string, test_only_mutate_spec, "",
           "TEST HOOK, never in real jobs: JOB_NAME:RANK makes that rank of jobs named JOB_NAME "
           "double its learning rate before fingerprinting its spec.");
@@ -88,6 +91,7 @@ int Main(int argc, char** argv) {
   TrainingLoopOptions options;
   options.worker_id = absl::GetFlag(FLAGS_worker_id);
   options.victim_report_delay = absl::GetFlag(FLAGS_victim_report_delay);
+  options.coordinator_grace = absl::GetFlag(FLAGS_coordinator_grace);
   // Tells the coordinator this process is alive even while it is blocked in a collective, so a
   // frozen rank can be told from the peers waiting for it (see the coordinator's
   // silent_rank_after).

@@ -66,7 +66,20 @@ RankRunResult RunRank(const v1::Assignment& assignment, CoordinatorClient* clien
     request.set_job_error(IsJobError(outcome.status()));
   }
   if (outcome.ok()) request.set_checkpoint_path(outcome->checkpoint_path);
+  // The client retried UNAVAILABLE for a few seconds already; a coordinator restarting
+  // within its grace still gets the report.
   absl::StatusOr<v1::FinishRankResponse> finished = client->FinishRank(request);
+  const absl::Duration pause = std::max(options.coordinator_retry_pause, absl::Milliseconds(1));
+  for (int64_t retry = 0; retry < options.coordinator_grace / pause && !finished.ok() &&
+                          IsTransient(finished.status());
+       ++retry) {
+    if (options.sleep) {
+      options.sleep(pause);
+    } else {
+      absl::SleepFor(pause);
+    }
+    finished = client->FinishRank(request);
+  }
   const absl::StatusCode code = finished.status().code();
   result.finish_reported = finished.ok() || code == absl::StatusCode::kFailedPrecondition ||
                            code == absl::StatusCode::kNotFound;

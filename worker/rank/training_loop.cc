@@ -93,8 +93,7 @@ class RankTrainer {
       return trained;
     }
     // The final reports reach the coordinator before RunRank's FinishRank.
-    RETURN_IF_ERROR(Annotate(reporter_->Flush(options_.reporting.flush_timeout),
-                             absl::StrCat("rank ", rank_, ": reporting")));
+    RETURN_IF_ERROR(Annotate(FlushWithinGrace(), absl::StrCat("rank ", rank_, ": reporting")));
     RETURN_IF_ERROR(Annotate(WriteFinalCheckpoint(), absl::StrCat("rank ", rank_, ": checkpoint")));
     Log(absl::StrFormat("rank %d finished: %d steps, final loss %.4f%s", rank_, outcome_.steps,
                         outcome_.final_loss,
@@ -111,6 +110,27 @@ class RankTrainer {
     } else {
       std::cerr << "[ringleader-rank] " << line << std::endl;
     }
+  }
+
+  // Flush, tried again while the coordinator is unreachable, for about coordinator_grace.
+  absl::Status FlushWithinGrace() {
+    const absl::Duration pause = std::max(options_.coordinator_retry_pause, absl::Milliseconds(1));
+    const int64_t retries = options_.coordinator_grace / pause;
+    absl::Status flushed = reporter_->Flush(options_.reporting.flush_timeout);
+    for (int64_t retry = 0; retry < retries && IsTransient(flushed); ++retry) {
+      if (retry == 0) {
+        Log(absl::StrCat("rank ", rank_, ": the coordinator is unreachable (", flushed.message(),
+                         "); delivering the last reports for up to ",
+                         absl::FormatDuration(options_.coordinator_grace)));
+      }
+      if (options_.sleep) {
+        options_.sleep(pause);
+      } else {
+        absl::SleepFor(pause);
+      }
+      flushed = reporter_->Flush(options_.reporting.flush_timeout);
+    }
+    return flushed;
   }
 
   absl::Status Join() {
@@ -205,7 +225,8 @@ class RankTrainer {
                                absl::StrCat("resuming from ", resume_.path)));
       resume_.checkpoint.reset();  // restored: the tensors are not needed any more
     }
-    sampler_ = std::make_unique<DistributedSampler>(data_.train.size, world_, rank_, spec_.seed());
+    sampler_ = std::make_unique<DistributedSampler>(data_.train.size, world_, rank_, spec_.seed(),
+                                                    spec_.data().shuffle());
 
     v1::Assignment effective = assignment_;
     *effective.mutable_spec() = spec_;

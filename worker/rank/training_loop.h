@@ -95,6 +95,13 @@ struct TrainingLoopOptions {
   // is already over) so the job's failure names the culprit, not its first victim.
   absl::Duration victim_report_delay = absl::Seconds(2);
   absl::Duration victim_probe_interval = absl::Milliseconds(100);
+  // Training never waits on the coordinator (reports queue while it is unreachable). At the
+  // end, the final reports and FinishRank are tried again every coordinator_retry_pause, for
+  // about this long, while the coordinator is unreachable (UNAVAILABLE, DEADLINE_EXCEEDED): a
+  // coordinator restarting within its grace still hears how the rank ended. The daemon passes
+  // the coordinator's own grace (rank_main's --coordinator_grace).
+  absl::Duration coordinator_grace = absl::Seconds(60);
+  absl::Duration coordinator_retry_pause = absl::Seconds(1);
   // Performs those waits (and the slow_ms of a slow_rank fault). Empty = absl::SleepFor; tests
   // record instead.
   std::function<void(absl::Duration)> sleep;

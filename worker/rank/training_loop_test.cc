@@ -442,5 +442,73 @@ TEST_F(TrainingLoopTest, OwnFailuresAreReportedWithoutDelay) {
   EXPECT_EQ(fake_->probes(), 0);
 }
 
+// The coordinator is down for the whole run and comes back only while the rank retries its
+// last reports: training never waited on it, and neither a step report nor the result is lost.
+TEST_F(TrainingLoopTest, ACoordinatorOutageLosesNoReportAndNoResult) {
+  v1::JobSpec spec = SmallSpec();
+  spec.set_world_size(1);
+  std::vector<absl::Duration> waits;
+  std::vector<RankRunResult> results =
+      RunRanks(spec, {}, [&](uint32_t, TrainingLoopOptions* options) {
+        fake_->set_unreachable(true);
+        options->coordinator_grace = absl::Seconds(10);
+        options->coordinator_retry_pause = absl::Seconds(1);
+        options->sleep = [&](absl::Duration d) {
+          waits.push_back(d);
+          if (waits.size() == 3) fake_->set_unreachable(false);  // back after three pauses
+        };
+      });
+  ASSERT_TRUE(results[0].status.ok()) << results[0].status;
+  EXPECT_EQ(waits.size(), 3u);
+  const std::vector<v1::StepReport> steps = fake_->steps(0);
+  ASSERT_EQ(steps.size(), results[0].outcome.steps);
+  for (size_t i = 0; i < steps.size(); ++i) EXPECT_EQ(steps[i].step(), i + 1);
+  ASSERT_EQ(fake_->finishes(0).size(), 1u);
+  EXPECT_TRUE(fake_->finishes(0)[0].ok());
+  EXPECT_TRUE(results[0].finish_reported);
+}
+
+// Past the grace the rank gives up delivering and says why; the result is not reported.
+TEST_F(TrainingLoopTest, ACoordinatorGoneForLongerThanTheGraceIsAReportingError) {
+  v1::JobSpec spec = SmallSpec();
+  spec.set_world_size(1);
+  std::vector<absl::Duration> waits;
+  std::vector<RankRunResult> results =
+      RunRanks(spec, {}, [&](uint32_t, TrainingLoopOptions* options) {
+        fake_->set_unreachable(true);
+        options->coordinator_grace = absl::Seconds(3);
+        options->coordinator_retry_pause = absl::Seconds(1);
+        options->sleep = [&](absl::Duration d) { waits.push_back(d); };
+      });
+  EXPECT_EQ(results[0].status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(results[0].status.message()), HasSubstr("reporting"));
+  // 3 pauses for the reports, 3 for the FinishRank (besides the victim delay's probes).
+  EXPECT_EQ(std::count(waits.begin(), waits.end(), absl::Seconds(1)), 6);
+  EXPECT_TRUE(fake_->finishes(0).empty());
+  EXPECT_FALSE(results[0].finish_reported);
+}
+
+// data.shuffle false keeps the dataset's order: the first batches differ from the shuffled
+// run's (same seed, same model), and the order is the same on a rerun.
+TEST_F(TrainingLoopTest, ShuffleOffFeedsTheDatasetInItsOwnOrder) {
+  v1::JobSpec spec = SmallSpec();
+  spec.set_world_size(1);
+  spec.set_epochs(1);
+  auto first_losses = [&](bool shuffle) {
+    spec.mutable_data()->set_shuffle(shuffle);
+    std::vector<RankRunResult> results = RunRanks(spec);
+    EXPECT_TRUE(results[0].status.ok()) << results[0].status;
+    std::vector<double> losses;
+    for (const v1::StepReport& step : fake_->steps(0)) {
+      if (losses.size() < 3) losses.push_back(step.loss());
+    }
+    return losses;
+  };
+  const std::vector<double> in_order = first_losses(false);
+  ASSERT_EQ(in_order.size(), 3u);
+  EXPECT_EQ(first_losses(false), in_order);
+  EXPECT_NE(first_losses(true), in_order);
+}
+
 }  // namespace
 }  // namespace ringleader
