@@ -187,6 +187,15 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   // Under `bazel run` the binaries are in this program's runfiles (the working directory).
   if (getenv("TEST_SRCDIR") == nullptr) setenv("TEST_SRCDIR", "..", 1);
-  if (getenv("TEST_TMPDIR") == nullptr) setenv("TEST_TMPDIR", "/tmp", 1);
+  // A directory of its own: job ids start again at job-000001 in every run (the coordinator
+  // runs without --state_dir), and an earlier run's checkpoints must not be in the way.
+  if (getenv("TEST_TMPDIR") == nullptr) {
+    char dir[] = "/tmp/ringleader-recovery-trial-XXXXXX";
+    if (mkdtemp(dir) == nullptr) {
+      std::cerr << "recovery_trial: cannot create a directory under /tmp" << std::endl;
+      return 1;
+    }
+    setenv("TEST_TMPDIR", dir, 1);
+  }
   return ringleader::e2e::Main();
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -136,6 +137,35 @@ absl::Status WriteCheckpoint(const std::string& path, const CheckpointData& data
   if (path.empty()) return absl::InvalidArgumentError("checkpoint path is empty");
   ASSIGN_OR_RETURN(const std::string bytes, Encode(path, data));
   return WriteFileAtomically(kKind, path, bytes);
+}
+
+absl::StatusOr<std::string> ReadCheckpointFingerprint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("checkpoint ", path, " cannot be opened"));
+  // magic, version, step, epoch, fingerprint length; then the fingerprint (a short hex string).
+  constexpr size_t kFixed = kMagicSize + 4 + 8 + 8 + 4;
+  std::string head(kFixed, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(kFixed));
+  if (static_cast<size_t>(in.gcount()) < kMagicSize ||
+      std::memcmp(head.data(), kMagic, kMagicSize) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint ", path, " is not a ringleader checkpoint (bad magic)"));
+  }
+  if (static_cast<size_t>(in.gcount()) < kFixed) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", path, " is corrupt: truncated header"));
+  }
+  Reader r(path, head.data() + kFixed - 4, 4);
+  ASSIGN_OR_RETURN(const uint32_t length, r.U32("spec fingerprint length"));
+  if (length > 4096) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", path, " is corrupt: fingerprint of ",
+                                            length, " bytes"));
+  }
+  std::string fingerprint(length, '\0');
+  in.read(fingerprint.data(), static_cast<std::streamsize>(length));
+  if (static_cast<size_t>(in.gcount()) < length) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", path, " is corrupt: truncated header"));
+  }
+  return fingerprint;
 }
 
 absl::StatusOr<CheckpointData> ReadCheckpoint(const std::string& path) {

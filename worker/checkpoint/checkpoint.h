@@ -65,6 +65,12 @@ absl::Status WriteCheckpoint(const std::string& path, const CheckpointData& data
 // I/O failures.
 absl::StatusOr<CheckpointData> ReadCheckpoint(const std::string& path);
 
+// The spec fingerprint in the header of the checkpoint at `path`, read without the rest of the
+// file (no CRC check: for telling whose file it is, not for trusting its contents).
+// Errors: NOT_FOUND (no file), INVALID_ARGUMENT (not a ringleader checkpoint), DATA_LOSS
+// (shorter than its header).
+absl::StatusOr<std::string> ReadCheckpointFingerprint(const std::string& path);
+
 }  // namespace ringleader
 
 #endif  // RINGLEADER_WORKER_CHECKPOINT_CHECKPOINT_H_

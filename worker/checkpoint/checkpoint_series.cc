@@ -62,8 +62,15 @@ absl::StatusOr<std::string> WritePeriodicCheckpoint(const std::string& dir,
   RETURN_IF_ERROR(WriteCheckpoint(path, data));
   absl::StatusOr<std::vector<PeriodicCheckpoint>> all = ListPeriodicCheckpoints(dir);
   if (!all.ok()) return path;  // written; rotation waits for the next write
+  // Only this job's own files count and go: a file another job (another fingerprint) left in
+  // the directory, or one whose header cannot be read, is never deleted.
+  std::vector<const PeriodicCheckpoint*> own;
+  for (const PeriodicCheckpoint& file : *all) {
+    absl::StatusOr<std::string> fingerprint = ReadCheckpointFingerprint(file.path);
+    if (fingerprint.ok() && *fingerprint == data.spec_fingerprint) own.push_back(&file);
+  }
   const size_t keep = std::max<uint32_t>(1, keep_last);
-  for (size_t i = 0; i + keep < all->size(); ++i) std::remove((*all)[i].path.c_str());
+  for (size_t i = 0; i + keep < own.size(); ++i) std::remove(own[i]->path.c_str());
   return path;
 }
 

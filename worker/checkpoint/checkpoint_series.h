@@ -38,8 +38,9 @@ struct PeriodicCheckpoint {
 };
 absl::StatusOr<std::vector<PeriodicCheckpoint>> ListPeriodicCheckpoints(const std::string& dir);
 
-// Writes `data` as <dir>/step-<data.step>.ckpt, then deletes the oldest periodic checkpoints so
-// that `keep_last` (>= 1) remain. Returns the path written. Errors: WriteCheckpoint's; a
+// Writes `data` as <dir>/step-<data.step>.ckpt, then deletes the oldest periodic checkpoints of
+// the same spec fingerprint so that `keep_last` (>= 1) of them remain (files with another
+// fingerprint, or an unreadable header, are left alone: another job's data is never deleted). Returns the path written. Errors: WriteCheckpoint's; a
 // failed deletion is not an error (the file is left; the next write tries again).
 absl::StatusOr<std::string> WritePeriodicCheckpoint(const std::string& dir,
                                                     const CheckpointData& data,

@@ -109,5 +109,35 @@ TEST(CheckpointSeries, AnotherJobsCheckpointIsNotResumed) {
   EXPECT_THAT(search->skipped[0], HasSubstr("spec fingerprint other, not fp"));
 }
 
+// A coordinator without --state_dir numbers its jobs from job-000001 again after a restart: a
+// new job writing into a directory another job left checkpoints in must not rotate them away,
+// nor let them push its own newest files out.
+TEST(CheckpointSeries, RotationNeverDeletesAnotherJobsFiles) {
+  const std::string dir = FreshDir("shared");
+  for (uint64_t step : {80, 88}) {
+    ASSERT_TRUE(WritePeriodicCheckpoint(dir, StateAt(step, "old-job"), 2).ok());
+  }
+  for (uint64_t step : {8, 16, 24}) ASSERT_TRUE(WritePeriodicCheckpoint(dir, StateAt(step), 2).ok());
+  EXPECT_THAT(Steps(dir), ElementsAre(16, 24, 80, 88));
+  absl::StatusOr<ResumeSearch> search = FindResumePoint(dir, "fp");
+  ASSERT_TRUE(search.ok()) << search.status();
+  ASSERT_TRUE(search->found.has_value());
+  EXPECT_EQ(search->found->data.step, 24u);
+  EXPECT_THAT(search->skipped, SizeIs(2));  // the old job's, named
+}
+
+TEST(CheckpointSeries, TheFingerprintIsReadFromTheHeaderAlone) {
+  const std::string dir = FreshDir("header");
+  absl::StatusOr<std::string> path = WritePeriodicCheckpoint(dir, StateAt(3, "abc123"), 2);
+  ASSERT_TRUE(path.ok()) << path.status();
+  FlipLastByte(*path);  // the CRC no longer matches: the header still says whose file it is
+  EXPECT_EQ(ReadCheckpointFingerprint(*path).value_or(""), "abc123");
+  std::ofstream(dir + "/not-a-checkpoint") << "hello";
+  EXPECT_EQ(ReadCheckpointFingerprint(dir + "/not-a-checkpoint").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadCheckpointFingerprint(dir + "/missing").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace ringleader

@@ -26,6 +26,7 @@
 #include "worker/coordinator_client/grpc_coordinator_client.h"
 #include "worker/rank/collective_factory.h"
 #include "worker/rank/training_loop.h"
+#include "worker/trainer/cpu_math.h"
 
 ABSL_FLAG(std::string, assignment, "", "Path of the binary Assignment proto (required).");
 ABSL_FLAG(std::string, coordinator, "", "Coordinator address, host:port (required).");
@@ -37,6 +38,10 @@ ABSL_FLAG(std::string, collective_host, "127.0.0.1",
           "Address this rank's gloo listener binds to and peers connect to; set it to the "
           "host's cluster-facing address for multi-host jobs.");
 ABSL_FLAG(int, comm_threads, 2, "Communication threads of the gloo backend.");
+ABSL_FLAG(int, blas_threads, 1,
+          "Threads per matrix multiply (OpenBLAS) on CPU. 1 by default, as torchrun sets "
+          "OMP_NUM_THREADS=1: several ranks on one host must not oversubscribe its cores. A host "
+          "running a single rank can give it more (the daemon's --rank_args=--blas_threads=N).");
 ABSL_FLAG(absl::Duration, rendezvous_timeout, absl::Seconds(120),
           "How long the collective rendezvous (gloo) or communicator init (NCCL) may wait for "
           "the other ranks.");
@@ -87,6 +92,13 @@ int Main(int argc, char** argv) {
   gloo.hostname = absl::GetFlag(FLAGS_collective_host);
   gloo.comm_threads = absl::GetFlag(FLAGS_comm_threads);
   gloo.rendezvous_timeout = absl::GetFlag(FLAGS_rendezvous_timeout);
+
+  if (absl::GetFlag(FLAGS_blas_threads) < 1) {
+    std::cerr << "[ringleader-rank] --blas_threads must be >= 1, got "
+              << absl::GetFlag(FLAGS_blas_threads) << std::endl;
+    return 2;
+  }
+  SetCpuMathThreads(absl::GetFlag(FLAGS_blas_threads));
 
   TrainingLoopOptions options;
   options.worker_id = absl::GetFlag(FLAGS_worker_id);
