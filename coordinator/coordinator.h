@@ -17,10 +17,18 @@
 //   become IDLE when the job ends; workers of a job that ended abnormally are told to abort the
 //   attempt in their next Heartbeat (and ReportProgress answers stop=true).
 //
-// Attempt messages (JoinJob, KvSet, KvGet, ReportProgress, FinishRank) carry (job, generation);
-// a generation other than the job's current one is refused with FAILED_PRECONDITION
-// "stale generation G for job J (current G'): abandon this attempt"; generation 0 (a job never
-// assigned) with FAILED_PRECONDITION "job J has no attempt yet (STATE): wait for an assignment".
+// A coordinator restart (Restore) keeps a RUNNING job in RUNNING, same generation:
+//
+//   RUNNING ──Restore──> RUNNING, ranks away ──every rank's daemon registers with it──> RUNNING
+//                              │                 (RegisterWorker running_kept)
+//                              └─ a daemon back without its rank, or coordinator_grace over
+//                                 ──> QUEUED (restart from the last checkpoint) or FAILED
+//
+// Attempt messages (JoinJob, KvSet, KvGet, KvGetMany, ReportProgress, FinishRank) carry (job,
+// generation); a generation other than the job's current one is refused with
+// FAILED_PRECONDITION "stale generation G for job J (current G'): abandon this attempt";
+// generation 0 (a job never assigned) with FAILED_PRECONDITION "job J has no attempt yet
+// (STATE): wait for an assignment".
 //
 // Time: every time comes from the injected Clock. Nothing happens on its own: CheckStaleness()
 // (a ticker in main, the test after advancing a FakeClock) declares workers lost, fails
@@ -146,7 +154,7 @@ class Coordinator {
   absl::Status JoinJob(const AttemptId& attempt, Rank rank, const WorkerId& worker,
                        const std::string& spec_fingerprint);
 
-  // Sets a key of the attempt's store, waking KvGets waiting for it.
+  // Sets a key of the attempt's store, waking KvGets (and KvGetManys) waiting for it.
   // Errors: NOT_FOUND (unknown job), FAILED_PRECONDITION (stale generation; job ended).
   absl::Status KvSet(const AttemptId& attempt, const std::string& key, std::string value);
 
@@ -155,6 +163,14 @@ class Coordinator {
   // ended, before or while waiting), UNAVAILABLE (shutting down).
   void KvGetAsync(const AttemptId& attempt, const std::string& key, absl::Time deadline,
                   KvGetCallback done);
+
+  // Several keys at once (a rank's whole rendezvous address book in one call): completes with
+  // every value, in `keys` order and cut by `parts` (kv_store.h), once ALL keys exist;
+  // DEADLINE_EXCEEDED naming the first key still missing at `deadline`. No keys completes at
+  // once with none. Errors: as KvGetAsync, and INVALID_ARGUMENT (`parts` without one index per
+  // key, or an index out of range).
+  void KvGetManyAsync(const AttemptId& attempt, std::vector<std::string> keys, KvParts parts,
+                      absl::Time deadline, KvGetManyCallback done);
 
   struct StopSignal {
     bool stop = false;   // the attempt is over: stop training

@@ -125,6 +125,21 @@ void Coordinator::KvGetAsync(const AttemptId& attempt, const std::string& key,
   kv_.Get(attempt, key, ClampDeadline(deadline, now), now, std::move(done), scope.deferred());
 }
 
+void Coordinator::KvGetManyAsync(const AttemptId& attempt, std::vector<std::string> keys,
+                                 KvParts parts, absl::Time deadline, KvGetManyCallback done) {
+  Scope scope(this);
+  auto fail = [&](absl::Status status) {
+    scope.deferred()->Add([done = std::move(done), status] { done(status); });
+  };
+  if (shut_down_) return fail(absl::UnavailableError("the coordinator is shutting down"));
+  absl::StatusOr<JobRecord*> job = FindAttemptLocked(attempt);
+  if (!job.ok()) return fail(job.status());
+  if (AttemptOver((*job)->status)) return fail(AttemptEnded((*job)->status));
+  const absl::Time now = clock_->Now();
+  kv_.GetMany(attempt, std::move(keys), std::move(parts), ClampDeadline(deadline, now), now,
+              std::move(done), scope.deferred());
+}
+
 absl::StatusOr<Coordinator::StopSignal> Coordinator::ReportProgress(
     const AttemptId& attempt, Rank rank, const std::vector<v1::StepReport>& steps,
     const std::vector<v1::EpochReport>& epochs) {

@@ -60,6 +60,14 @@ grpc::ServerUnaryReactor* GrpcWorkerService::KvGet(grpc::CallbackServerContext* 
   return reactor;
 }
 
+grpc::ServerUnaryReactor* GrpcWorkerService::KvGetMany(grpc::CallbackServerContext* context,
+                                                       const v1::KvGetManyRequest* request,
+                                                       v1::KvGetManyResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  handler_->KvGetMany(*request, response, FinishLater(reactor));
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* GrpcWorkerService::ReportProgress(
     grpc::CallbackServerContext* context, const v1::ReportProgressRequest* request,
     v1::ReportProgressResponse* response) {

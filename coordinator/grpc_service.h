@@ -37,6 +37,9 @@ class GrpcWorkerService final : public v1::WorkerService::CallbackService {
   grpc::ServerUnaryReactor* KvGet(grpc::CallbackServerContext* context,
                                   const v1::KvGetRequest* request,
                                   v1::KvGetResponse* response) override;
+  grpc::ServerUnaryReactor* KvGetMany(grpc::CallbackServerContext* context,
+                                      const v1::KvGetManyRequest* request,
+                                      v1::KvGetManyResponse* response) override;
   grpc::ServerUnaryReactor* ReportProgress(grpc::CallbackServerContext* context,
                                            const v1::ReportProgressRequest* request,
                                            v1::ReportProgressResponse* response) override;

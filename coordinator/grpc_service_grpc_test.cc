@@ -161,6 +161,27 @@ TEST_F(GrpcServiceTest, OneJobFromRegistrationToSucceeded) {
   ASSERT_TRUE(get_status.ok()) << get_status.error_message();
   EXPECT_EQ(got.value(), std::string("\x00\x01payload", 9));
 
+  // KvGetMany: several keys (here one, twice) in one call, each cut to the part asked for.
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    v1::KvGetManyRequest request;
+    request.set_job_id(assignment.job_id());
+    request.set_generation(assignment.generation());
+    request.add_keys("store/rank0");
+    request.add_keys("store/rank0");
+    request.set_parts(3);  // 9 bytes: 3 each
+    request.add_part_index(1);
+    request.add_part_index(2);
+    request.set_wait_timeout_ms(8000);
+    v1::KvGetManyResponse response;
+    const grpc::Status status = workers_->KvGetMany(&context, request, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+    ASSERT_EQ(response.values_size(), 2);
+    EXPECT_EQ(response.values(0), "ayl");
+    EXPECT_EQ(response.values(1), "oad");
+  }
+
   // A stale generation is refused with FAILED_PRECONDITION.
   {
     grpc::ClientContext context;

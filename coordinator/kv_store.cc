@@ -1,5 +1,6 @@
 #include "coordinator/kv_store.h"
 
+#include <cstddef>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,24 +16,90 @@ absl::Status KeyDeadlineExceeded(const AttemptId& attempt, const std::string& ke
 
 void Complete(KvGetCallback done, absl::StatusOr<std::string> result,
               DeferredCallbacks* deferred) {
-  deferred->Add([done = std::move(done), result = std::move(result)]() { done(result); });
+  deferred->Add([done = std::move(done), result = std::move(result)]() mutable {
+    done(std::move(result));
+  });
+}
+
+void CompleteMany(KvGetManyCallback done, absl::StatusOr<std::vector<std::string>> result,
+                  DeferredCallbacks* deferred) {
+  deferred->Add([done = std::move(done), result = std::move(result)]() mutable {
+    done(std::move(result));
+  });
+}
+
+// Keeps, in order, the waiters for which `keep` returns true (`keep` completes the others).
+template <typename T, typename Keep>
+void KeepIf(std::vector<T>* waiters, Keep keep) {
+  size_t kept = 0;
+  for (size_t i = 0; i < waiters->size(); ++i) {
+    if (!keep((*waiters)[i])) continue;
+    // Never self-move: a moved-onto-itself std::vector may come out empty.
+    if (kept != i) (*waiters)[kept] = std::move((*waiters)[i]);
+    ++kept;
+  }
+  waiters->erase(waiters->begin() + static_cast<std::ptrdiff_t>(kept), waiters->end());
+}
+
+absl::Status CheckParts(size_t keys, const KvParts& parts) {
+  if (parts.count == 0) {
+    if (parts.index.empty()) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "part_index has ", parts.index.size(), " entries but parts is 0 (whole values)"));
+  }
+  if (parts.index.size() != keys) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "part_index has ", parts.index.size(), " entries for ", keys, " keys: give one per key"));
+  }
+  for (size_t i = 0; i < keys; ++i) {
+    if (parts.index[i] >= parts.count) {
+      return absl::InvalidArgumentError(absl::StrCat("part_index[", i, "] is ", parts.index[i],
+                                                     "; it must be < parts (", parts.count, ")"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
+bool AttemptKvStore::Advance(const Attempt& entry, ManyWaiter* waiter) {
+  while (waiter->missing < waiter->keys.size() &&
+         entry.values.contains(waiter->keys[waiter->missing])) {
+    ++waiter->missing;
+  }
+  return waiter->missing == waiter->keys.size();
+}
+
+std::vector<std::string> AttemptKvStore::Collect(const Attempt& entry, const ManyWaiter& waiter) {
+  std::vector<std::string> values;
+  values.reserve(waiter.keys.size());
+  for (size_t i = 0; i < waiter.keys.size(); ++i) {
+    const std::string& value = entry.values.at(waiter.keys[i]);
+    if (waiter.parts.count == 0) {
+      values.push_back(value);
+    } else {
+      const size_t size = value.size() / waiter.parts.count;
+      values.push_back(value.substr(waiter.parts.index[i] * size, size));
+    }
+  }
+  return values;
+}
+
 void AttemptKvStore::Set(const AttemptId& attempt, const std::string& key, std::string value,
                          DeferredCallbacks* deferred) {
   Attempt& entry = attempts_[attempt];
-  std::vector<Waiter> still_waiting;
-  for (Waiter& waiter : entry.waiters) {
-    if (waiter.key == key) {
-      Complete(std::move(waiter.done), value, deferred);
-    } else {
-      still_waiting.push_back(std::move(waiter));
-    }
-  }
-  entry.waiters = std::move(still_waiting);
-  entry.values[key] = std::move(value);
+  const std::string& stored = entry.values[key] = std::move(value);
+  KeepIf(&entry.waiters, [&](Waiter& waiter) {
+    if (waiter.key != key) return true;
+    Complete(std::move(waiter.done), stored, deferred);
+    return false;
+  });
+  // A GetMany waits for its keys in order: only one whose first missing key this is can move.
+  KeepIf(&entry.many_waiters, [&](ManyWaiter& waiter) {
+    if (waiter.keys[waiter.missing] != key || !Advance(entry, &waiter)) return true;
+    CompleteMany(std::move(waiter.done), Collect(entry, waiter), deferred);
+    return false;
+  });
 }
 
 void AttemptKvStore::Get(const AttemptId& attempt, const std::string& key, absl::Time deadline,
@@ -48,17 +115,37 @@ void AttemptKvStore::Get(const AttemptId& attempt, const std::string& key, absl:
   }
 }
 
+void AttemptKvStore::GetMany(const AttemptId& attempt, std::vector<std::string> keys,
+                             KvParts parts, absl::Time deadline, absl::Time now,
+                             KvGetManyCallback done, DeferredCallbacks* deferred) {
+  if (absl::Status valid = CheckParts(keys.size(), parts); !valid.ok()) {
+    return CompleteMany(std::move(done), valid, deferred);
+  }
+  Attempt& entry = attempts_[attempt];
+  ManyWaiter waiter{std::move(keys), std::move(parts), 0, deadline, std::move(done)};
+  if (Advance(entry, &waiter)) {
+    CompleteMany(std::move(waiter.done), Collect(entry, waiter), deferred);
+  } else if (deadline <= now) {
+    CompleteMany(std::move(waiter.done), KeyDeadlineExceeded(attempt, waiter.keys[waiter.missing]),
+                 deferred);
+  } else {
+    entry.many_waiters.push_back(std::move(waiter));
+  }
+}
+
 void AttemptKvStore::ExpireWaiters(absl::Time now, DeferredCallbacks* deferred) {
   for (auto& [attempt, entry] : attempts_) {
-    std::vector<Waiter> still_waiting;
-    for (Waiter& waiter : entry.waiters) {
-      if (waiter.deadline <= now) {
-        Complete(std::move(waiter.done), KeyDeadlineExceeded(attempt, waiter.key), deferred);
-      } else {
-        still_waiting.push_back(std::move(waiter));
-      }
-    }
-    entry.waiters = std::move(still_waiting);
+    KeepIf(&entry.waiters, [&](Waiter& waiter) {
+      if (waiter.deadline > now) return true;
+      Complete(std::move(waiter.done), KeyDeadlineExceeded(attempt, waiter.key), deferred);
+      return false;
+    });
+    KeepIf(&entry.many_waiters, [&](ManyWaiter& waiter) {
+      if (waiter.deadline > now) return true;
+      CompleteMany(std::move(waiter.done),
+                   KeyDeadlineExceeded(attempt, waiter.keys[waiter.missing]), deferred);
+      return false;
+    });
   }
 }
 
@@ -67,6 +154,9 @@ void AttemptKvStore::EndAttempt(const AttemptId& attempt, const absl::Status& wh
   auto it = attempts_.find(attempt);
   if (it == attempts_.end()) return;
   for (Waiter& waiter : it->second.waiters) Complete(std::move(waiter.done), why, deferred);
+  for (ManyWaiter& waiter : it->second.many_waiters) {
+    CompleteMany(std::move(waiter.done), why, deferred);
+  }
   attempts_.erase(it);
 }
 
@@ -74,12 +164,18 @@ void AttemptKvStore::FailAllWaiters(const absl::Status& why, DeferredCallbacks* 
   for (auto& [attempt, entry] : attempts_) {
     for (Waiter& waiter : entry.waiters) Complete(std::move(waiter.done), why, deferred);
     entry.waiters.clear();
+    for (ManyWaiter& waiter : entry.many_waiters) {
+      CompleteMany(std::move(waiter.done), why, deferred);
+    }
+    entry.many_waiters.clear();
   }
 }
 
 int AttemptKvStore::waiter_count() const {
   int count = 0;
-  for (const auto& [attempt, entry] : attempts_) count += static_cast<int>(entry.waiters.size());
+  for (const auto& [attempt, entry] : attempts_) {
+    count += static_cast<int>(entry.waiters.size() + entry.many_waiters.size());
+  }
   return count;
 }
 

@@ -1,9 +1,10 @@
-// The per-attempt key-value store behind KvSet/KvGet: gloo's rendezvous store and the NCCL
-// unique-id relay. Keys live in the namespace of one attempt (job, generation), so a restarted
-// attempt never reads what a stale one wrote.
+// The per-attempt key-value store behind KvSet/KvGet/KvGetMany: gloo's rendezvous store and the
+// NCCL unique-id relay. Keys live in the namespace of one attempt (job, generation), so a
+// restarted attempt never reads what a stale one wrote.
 #ifndef RINGLEADER_COORDINATOR_KV_STORE_H_
 #define RINGLEADER_COORDINATOR_KV_STORE_H_
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -18,13 +19,24 @@
 namespace ringleader {
 
 using KvGetCallback = std::function<void(absl::StatusOr<std::string>)>;
+using KvGetManyCallback = std::function<void(absl::StatusOr<std::vector<std::string>>)>;
+
+// Which bytes of each value a multi-key read answers. count == 0: whole values. Otherwise a
+// value of L bytes is cut into `count` parts of floor(L / count) bytes and the read of keys[i]
+// answers part index[i]: bytes [index[i] * size, (index[i] + 1) * size). This is how gloo cuts
+// a rank's address blob (one address per peer), so a rank fetches only its own addresses.
+struct KvParts {
+  uint32_t count = 0;
+  std::vector<uint32_t> index;  // one per key when count > 0
+};
 
 // Not thread-safe: owned by the Coordinator and used under its lock. Completions are never run
 // directly: they are added to the caller's DeferredCallbacks, to run after the lock is released.
 // Checking that the attempt is current and live is the caller's job.
 class AttemptKvStore {
  public:
-  // Sets (overwrites) `key` and completes every Get waiting for it with `value`.
+  // Sets (overwrites) `key` and completes every Get waiting for it with `value`, and every
+  // GetMany whose last missing key it was.
   void Set(const AttemptId& attempt, const std::string& key, std::string value,
            DeferredCallbacks* deferred);
 
@@ -34,16 +46,24 @@ class AttemptKvStore {
   void Get(const AttemptId& attempt, const std::string& key, absl::Time deadline, absl::Time now,
            KvGetCallback done, DeferredCallbacks* deferred);
 
-  // Completes every parked Get whose deadline is <= `now` with DEADLINE_EXCEEDED.
+  // Like Get for several keys at once: completes `done` with every value (cut by `parts`), in
+  // `keys` order, once all exist; DEADLINE_EXCEEDED names the first key still missing. No keys
+  // completes at once. INVALID_ARGUMENT (at once) when `parts` has an index per key missing or
+  // out of range.
+  void GetMany(const AttemptId& attempt, std::vector<std::string> keys, KvParts parts,
+               absl::Time deadline, absl::Time now, KvGetManyCallback done,
+               DeferredCallbacks* deferred);
+
+  // Completes every parked Get and GetMany whose deadline is <= `now` with DEADLINE_EXCEEDED.
   void ExpireWaiters(absl::Time now, DeferredCallbacks* deferred);
 
-  // Drops the attempt's keys and completes its parked Gets with `why` (not OK).
+  // Drops the attempt's keys and completes its parked Gets and GetManys with `why` (not OK).
   void EndAttempt(const AttemptId& attempt, const absl::Status& why, DeferredCallbacks* deferred);
 
-  // Completes every parked Get of every attempt with `why` (shutdown).
+  // Completes every parked Get and GetMany of every attempt with `why` (shutdown).
   void FailAllWaiters(const absl::Status& why, DeferredCallbacks* deferred);
 
-  // Number of parked Gets (tests).
+  // Number of parked Gets and GetManys (tests).
   int waiter_count() const;
 
  private:
@@ -52,10 +72,24 @@ class AttemptKvStore {
     absl::Time deadline;
     KvGetCallback done;
   };
+  struct ManyWaiter {
+    std::vector<std::string> keys;
+    KvParts parts;
+    size_t missing;  // index of the first key not set yet; the keys before it all exist
+    absl::Time deadline;
+    KvGetManyCallback done;
+  };
   struct Attempt {
     absl::flat_hash_map<std::string, std::string> values;
     std::vector<Waiter> waiters;
+    std::vector<ManyWaiter> many_waiters;
   };
+
+  // Moves `waiter.missing` past the keys that exist; true when none is missing any more.
+  static bool Advance(const Attempt& entry, ManyWaiter* waiter);
+  // Every value (or part) `waiter` asked for; all its keys exist.
+  static std::vector<std::string> Collect(const Attempt& entry, const ManyWaiter& waiter);
+
   absl::flat_hash_map<AttemptId, Attempt> attempts_;
 };
 

@@ -90,6 +90,20 @@ void RpcHandler::KvGet(const v1::KvGetRequest& request, v1::KvGetResponse* respo
       });
 }
 
+void RpcHandler::KvGetMany(const v1::KvGetManyRequest& request, v1::KvGetManyResponse* response,
+                           StatusCallback done) {
+  coordinator_->KvGetManyAsync(
+      Attempt(request.job_id(), request.generation()),
+      {request.keys().begin(), request.keys().end()},
+      KvParts{request.parts(), {request.part_index().begin(), request.part_index().end()}},
+      Deadline(request.wait_timeout_ms()),
+      [response, done = std::move(done)](absl::StatusOr<std::vector<std::string>> values) {
+        if (!values.ok()) return done(values.status());
+        for (std::string& value : *values) response->add_values(std::move(value));
+        done(absl::OkStatus());
+      });
+}
+
 absl::Status RpcHandler::ReportProgress(const v1::ReportProgressRequest& request,
                                         v1::ReportProgressResponse* response) {
   absl::StatusOr<Coordinator::StopSignal> stop = coordinator_->ReportProgress(

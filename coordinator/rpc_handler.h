@@ -3,9 +3,10 @@
 // directly.
 //
 // Unary RPCs return the status and fill `response` on success. Long polls (WaitAssignment,
-// KvGet, WatchJob) fill `response` and then call `done` exactly once, possibly on another
-// thread and possibly before returning; `response` must stay valid until then. A request's
-// `wait_timeout_ms` becomes the deadline now + wait (capped by the coordinator's max_wait).
+// KvGet, KvGetMany, WatchJob) fill `response` and then call `done` exactly once, possibly on
+// another thread and possibly before returning; `response` must stay valid until then. A
+// request's `wait_timeout_ms` becomes the deadline now + wait (capped by the coordinator's
+// max_wait).
 // Errors are the Coordinator's (see coordinator.h and the proto's comments).
 #ifndef RINGLEADER_COORDINATOR_RPC_HANDLER_H_
 #define RINGLEADER_COORDINATOR_RPC_HANDLER_H_
@@ -34,6 +35,8 @@ class RpcHandler {
   absl::Status JoinJob(const v1::JoinJobRequest& request, v1::JoinJobResponse* response);
   absl::Status KvSet(const v1::KvSetRequest& request, v1::KvSetResponse* response);
   void KvGet(const v1::KvGetRequest& request, v1::KvGetResponse* response, StatusCallback done);
+  void KvGetMany(const v1::KvGetManyRequest& request, v1::KvGetManyResponse* response,
+                 StatusCallback done);
   absl::Status ReportProgress(const v1::ReportProgressRequest& request,
                               v1::ReportProgressResponse* response);
   absl::Status FinishRank(const v1::FinishRankRequest& request, v1::FinishRankResponse* response);

@@ -106,6 +106,7 @@ void (*PairwiseReduction(DataType dtype, ReduceOp op))(void*, const void*, const
 
 // Divides `count` elements of a sum by `divisor`, turning it into a mean.
 void DivideInPlace(void* data, size_t count, DataType dtype, int divisor) {
+  if (divisor == 1) return;  // x / 1 == x: one rank averages nothing
   const float d = static_cast<float>(divisor);
   if (dtype == DataType::kFloat32) {
     auto* p = static_cast<float*>(data);
@@ -523,7 +524,7 @@ absl::StatusOr<std::unique_ptr<Collective>> CreateGlooCollective(
                                                     opts.hostname, "\": ", status.message()));
   }
 
-  KvGlooStore kv(store, key_prefix, opts.rendezvous_timeout, opts.clock);
+  KvGlooStore kv(store, key_prefix, opts.rendezvous_timeout, opts.clock, rank, world_size);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, world_size);
   context->setTimeout(ToMillis(opts.rendezvous_timeout));
   status = RL_GLOO_CALL(context->connectFullMesh(kv, device));

@@ -1,16 +1,28 @@
 // A per-job-attempt key-value store, as the rendezvous of a collective backend sees it (gloo's
-// store; the NCCL unique-id relay). The worker implements it over the coordinator's KvSet/KvGet
-// RPCs bound to one (job, generation); tests use InMemoryKeyValueStore.
+// store; the NCCL unique-id relay). The worker implements it over the coordinator's
+// KvSet/KvGet/KvGetMany RPCs bound to one (job, generation); tests use InMemoryKeyValueStore.
 #ifndef RINGLEADER_WORKER_COLLECTIVE_KEY_VALUE_STORE_H_
 #define RINGLEADER_WORKER_COLLECTIVE_KEY_VALUE_STORE_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 
 namespace ringleader {
+
+// Which bytes of each value GetMany answers. count == 0: whole values. Otherwise a value of L
+// bytes is cut into `count` parts of floor(L / count) bytes and keys[i] answers part index[i]:
+// bytes [index[i] * size, (index[i] + 1) * size), as the coordinator's KvGetMany cuts them.
+struct ValueParts {
+  uint32_t count = 0;
+  std::vector<uint32_t> index;  // one per key when count > 0
+};
 
 // Thread-safe.
 class KeyValueStore {
@@ -22,7 +34,27 @@ class KeyValueStore {
   // Blocks until `key` exists or `timeout` passes. Errors: DEADLINE_EXCEEDED naming the key,
   // UNAVAILABLE, FAILED_PRECONDITION.
   virtual absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) = 0;
+  // Blocks until EVERY key exists or `timeout` passes (one timeout for all); returns the values,
+  // cut by `parts`, in `keys` order. Errors: as Get (DEADLINE_EXCEEDED names a missing key),
+  // INVALID_ARGUMENT (`parts` without one index per key, or an index >= parts.count).
+  // This default reads key by key (GetEachKey on the real clock).
+  virtual absl::StatusOr<std::vector<std::string>> GetMany(const std::vector<std::string>& keys,
+                                                           const ValueParts& parts,
+                                                           absl::Duration timeout);
 };
+
+// GetMany as one Get per key, in order, all within `timeout` measured on `clock` (not owned).
+absl::StatusOr<std::vector<std::string>> GetEachKey(KeyValueStore* store,
+                                                    const std::vector<std::string>& keys,
+                                                    const ValueParts& parts, absl::Duration timeout,
+                                                    Clock* clock);
+
+// INVALID_ARGUMENT unless `parts` fits `keys` keys (see ValueParts).
+absl::Status CheckValueParts(size_t keys, const ValueParts& parts);
+
+// Part `index` of `count` equal parts of `value` (the whole value when count == 0; empty when
+// index >= count).
+std::string CutValue(const std::string& value, uint32_t count, uint32_t index);
 
 }  // namespace ringleader
 

@@ -30,6 +30,13 @@ class CoordinatorClient {
   virtual absl::StatusOr<v1::KvSetResponse> KvSet(const v1::KvSetRequest& request) = 0;
   // Long poll: blocks for up to request.wait_timeout_ms on the coordinator.
   virtual absl::StatusOr<v1::KvGetResponse> KvGet(const v1::KvGetRequest& request) = 0;
+  // Long poll: blocks until every key exists, for up to request.wait_timeout_ms. UNIMPLEMENTED
+  // from a client (this default) or from a coordinator older than the RPC: the caller then reads
+  // key by key with KvGet (CoordinatorKeyValueStore does).
+  virtual absl::StatusOr<v1::KvGetManyResponse> KvGetMany(
+      const v1::KvGetManyRequest& /*request*/) {
+    return absl::UnimplementedError("KvGetMany: not implemented by this client");
+  }
   virtual absl::StatusOr<v1::ReportProgressResponse> ReportProgress(
       const v1::ReportProgressRequest& request) = 0;
   virtual absl::StatusOr<v1::FinishRankResponse> FinishRank(

@@ -1,18 +1,22 @@
-// `KeyValueStore` over the coordinator's KvSet/KvGet RPCs, bound to one job attempt
+// `KeyValueStore` over the coordinator's KvSet/KvGet/KvGetMany RPCs, bound to one job attempt
 // (job_id, generation). This is the gloo rendezvous store (and the NCCL unique-id relay) of a
 // rank process.
 //
 // Get(key, timeout) loops KvGet long polls of at most `poll_interval` each until the key appears
 // or `timeout` (measured on the injected clock) has passed, so one slow rank does not need one
-// huge RPC deadline and a dead coordinator is noticed within one poll.
+// huge RPC deadline and a dead coordinator is noticed within one poll. GetMany loops KvGetMany
+// polls the same way; a coordinator without KvGetMany (UNIMPLEMENTED) is then read key by key
+// with Get, for the rest of this store's life.
 //
 // Thread-safety: thread-safe (gloo calls it from several threads). Owned by the rank process;
 // the client must outlive it.
 #ifndef RINGLEADER_WORKER_COORDINATOR_CLIENT_COORDINATOR_KEY_VALUE_STORE_H_
 #define RINGLEADER_WORKER_COORDINATOR_CLIENT_COORDINATOR_KEY_VALUE_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -40,6 +44,11 @@ class CoordinatorKeyValueStore : public KeyValueStore {
   // Errors: DEADLINE_EXCEEDED naming the key when it did not appear within `timeout`;
   // UNAVAILABLE; FAILED_PRECONDITION (stale attempt, job ended while waiting); CANCELLED.
   absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override;
+  // Errors: DEADLINE_EXCEEDED naming the first key still missing after `timeout`; as Get;
+  // INVALID_ARGUMENT (bad `parts`).
+  absl::StatusOr<std::vector<std::string>> GetMany(const std::vector<std::string>& keys,
+                                                   const ValueParts& parts,
+                                                   absl::Duration timeout) override;
 
  private:
   CoordinatorClient* const client_;
@@ -47,6 +56,8 @@ class CoordinatorKeyValueStore : public KeyValueStore {
   const uint64_t generation_;
   const CoordinatorKeyValueStoreOptions options_;
   Clock* const clock_;
+  // Cleared when the coordinator answers KvGetMany with UNIMPLEMENTED.
+  std::atomic<bool> has_get_many_{true};
 };
 
 }  // namespace ringleader

@@ -49,6 +49,9 @@ class FakeCoordinator : public CoordinatorClient {
   absl::StatusOr<v1::KvGetResponse> KvGet(const v1::KvGetRequest&) override {
     return absl::UnimplementedError("the test's collectives use their own store");
   }
+  absl::StatusOr<v1::KvGetManyResponse> KvGetMany(const v1::KvGetManyRequest&) override {
+    return absl::UnimplementedError("the test's collectives use their own store");
+  }
   absl::StatusOr<v1::ReportProgressResponse> ReportProgress(
       const v1::ReportProgressRequest& request) override {
     absl::MutexLock lock(&mu_);

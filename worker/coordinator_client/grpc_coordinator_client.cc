@@ -134,6 +134,12 @@ absl::StatusOr<v1::KvGetResponse> GrpcCoordinatorClient::KvGet(const v1::KvGetRe
   return Call("KvGet", &Stub::KvGet, request, LongPollTimeout(request.wait_timeout_ms()), true);
 }
 
+absl::StatusOr<v1::KvGetManyResponse> GrpcCoordinatorClient::KvGetMany(
+    const v1::KvGetManyRequest& request) {
+  return Call("KvGetMany", &Stub::KvGetMany, request, LongPollTimeout(request.wait_timeout_ms()),
+              true);
+}
+
 absl::StatusOr<v1::ReportProgressResponse> GrpcCoordinatorClient::ReportProgress(
     const v1::ReportProgressRequest& request) {
   return Call("ReportProgress", &Stub::ReportProgress, request, options_.call_timeout, false);

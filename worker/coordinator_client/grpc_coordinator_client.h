@@ -1,8 +1,8 @@
 // `CoordinatorClient` over gRPC: the only worker-side code that links grpc++.
 //
 // Deadlines: every call gets one. Non-blocking RPCs get `call_timeout`; the long polls
-// (WaitAssignment, KvGet) get their request's wait_timeout_ms plus `long_poll_margin`, so the
-// coordinator always answers before the transport gives up.
+// (WaitAssignment, KvGet, KvGetMany) get their request's wait_timeout_ms plus
+// `long_poll_margin`, so the coordinator always answers before the transport gives up.
 //
 // Retries: a call that fails with UNAVAILABLE (the coordinator unreachable or restarting) is
 // retried with capped exponential backoff ONLY when repeating it cannot change the outcome:
@@ -13,7 +13,7 @@
 //   Heartbeat                 renews a lease
 //   WaitAssignment            a poll; an assignment not delivered stays pending for the worker
 //   JoinJob                   asserts "rank r joined with fingerprint f" again
-//   KvSet / KvGet             overwrite the same value / read
+//   KvSet / KvGet / KvGetMany overwrite the same value / read
 //   FinishRank                the coordinator keeps the first report of a rank
 //   NOT retried               why
 //   ReportProgress            a repeat would record the same steps twice; the rank sends the
@@ -94,6 +94,7 @@ class GrpcCoordinatorClient : public CoordinatorClient {
   absl::StatusOr<v1::JoinJobResponse> JoinJob(const v1::JoinJobRequest& request) override;
   absl::StatusOr<v1::KvSetResponse> KvSet(const v1::KvSetRequest& request) override;
   absl::StatusOr<v1::KvGetResponse> KvGet(const v1::KvGetRequest& request) override;
+  absl::StatusOr<v1::KvGetManyResponse> KvGetMany(const v1::KvGetManyRequest& request) override;
   absl::StatusOr<v1::ReportProgressResponse> ReportProgress(
       const v1::ReportProgressRequest& request) override;
   absl::StatusOr<v1::FinishRankResponse> FinishRank(

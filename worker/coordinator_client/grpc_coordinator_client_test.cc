@@ -49,7 +49,16 @@ class ScriptedWorkerService : public v1::WorkerService::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status KvGetMany(grpc::ServerContext* context, const v1::KvGetManyRequest* request,
+                         v1::KvGetManyResponse* response) override {
+    deadline_left = context->deadline() - std::chrono::system_clock::now();
+    if (get_many_calls++ == 0) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "restarting");
+    for (const std::string& key : request->keys()) response->add_values(key + "=v");
+    return grpc::Status::OK;
+  }
+
   std::atomic<int> register_calls{0};
+  std::atomic<int> get_many_calls{0};
   int unavailable_registrations = 0;
   std::atomic<int> report_calls{0};
   std::chrono::system_clock::duration deadline_left{};
@@ -151,6 +160,21 @@ TEST_F(GrpcCoordinatorClientTest, LongPollDeadlineIsWaitPlusMargin) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(service_.deadline_left);
   EXPECT_LE(left.count(), 25000);
   EXPECT_GT(left.count(), 20000);  // more than the wait itself: the margin is there
+}
+
+TEST_F(GrpcCoordinatorClientTest, KvGetManyIsALongPollRetriedLikeKvGet) {
+  auto client = NewClient();
+  v1::KvGetManyRequest request;
+  request.add_keys("a");
+  request.add_keys("b");
+  request.set_wait_timeout_ms(20000);
+  auto response = client->KvGetMany(request);
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_THAT(response->values(), ElementsAre("a=v", "b=v"));
+  EXPECT_EQ(service_.get_many_calls, 2);
+  EXPECT_THAT(waits_, ElementsAre(absl::Milliseconds(100)));
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(service_.deadline_left);
+  EXPECT_GT(left.count(), 20000);  // the wait plus the margin
 }
 
 TEST_F(GrpcCoordinatorClientTest, CancelAllInterruptsALongPollAndLaterCalls) {

@@ -20,6 +20,8 @@ class MockCoordinatorClient : public CoordinatorClient {
               (override));
   MOCK_METHOD(absl::StatusOr<v1::KvSetResponse>, KvSet, (const v1::KvSetRequest&), (override));
   MOCK_METHOD(absl::StatusOr<v1::KvGetResponse>, KvGet, (const v1::KvGetRequest&), (override));
+  MOCK_METHOD(absl::StatusOr<v1::KvGetManyResponse>, KvGetMany, (const v1::KvGetManyRequest&),
+              (override));
   MOCK_METHOD(absl::StatusOr<v1::ReportProgressResponse>, ReportProgress,
               (const v1::ReportProgressRequest&), (override));
   MOCK_METHOD(absl::StatusOr<v1::FinishRankResponse>, FinishRank,

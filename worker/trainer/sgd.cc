@@ -17,6 +17,49 @@ void CheckOrDie(bool condition, const char* what) {
   }
 }
 
+// SgdUpdateElement over a whole tensor with its loop-invariant branches taken out of the loop
+// and the arrays declared unaliased, so the compiler vectorises it. The arithmetic is the
+// element function's, operation for operation (no fused multiply-add in this build), so the
+// results are bit-identical to it (sgd_test checks).
+template <bool kDecay, bool kMomentum, bool kFirst, bool kNesterov>
+void UpdateTensor(float* __restrict p, const float* __restrict g, float* __restrict b, size_t n,
+                  const SgdElementParams& h) {
+  const float wd = h.weight_decay, m = h.momentum, keep = 1.0f - h.dampening, lr = h.lr;
+  for (size_t k = 0; k < n; ++k) {
+    float d_p = g[k];
+    if (kDecay) d_p = d_p + wd * p[k];
+    if (kMomentum) {
+      const float buf = kFirst ? d_p : m * b[k] + keep * d_p;
+      b[k] = buf;
+      d_p = kNesterov ? d_p + m * buf : buf;
+    }
+    p[k] = p[k] - lr * d_p;
+  }
+}
+
+template <bool kDecay, bool kMomentum>
+void UpdateTensor(float* p, const float* g, float* b, size_t n, bool first,
+                  const SgdElementParams& h) {
+  if (!kMomentum) return UpdateTensor<kDecay, false, false, false>(p, g, b, n, h);
+  if (first) {
+    return h.nesterov ? UpdateTensor<kDecay, true, true, true>(p, g, b, n, h)
+                      : UpdateTensor<kDecay, true, true, false>(p, g, b, n, h);
+  }
+  return h.nesterov ? UpdateTensor<kDecay, true, false, true>(p, g, b, n, h)
+                    : UpdateTensor<kDecay, true, false, false>(p, g, b, n, h);
+}
+
+void UpdateTensor(float* p, const float* g, float* b, size_t n, bool first,
+                  const SgdElementParams& h) {
+  const bool decay = h.weight_decay != 0.0f, momentum = h.momentum != 0.0f;
+  if (decay) {
+    return momentum ? UpdateTensor<true, true>(p, g, b, n, first, h)
+                    : UpdateTensor<true, false>(p, g, b, n, first, h);
+  }
+  return momentum ? UpdateTensor<false, true>(p, g, b, n, first, h)
+                  : UpdateTensor<false, false>(p, g, b, n, first, h);
+}
+
 }  // namespace
 
 absl::Status ValidateSgdOptions(const SgdOptions& o) {
@@ -78,14 +121,13 @@ void SgdOptimizer::Step(const std::vector<float*>& params,
     float* p = params[i];
     const float* g = grads[i];
     if (!use_momentum) {
-      for (size_t k = 0; k < n; ++k) SgdUpdateElement(&p[k], g[k], nullptr, true, h);
+      UpdateTensor(p, g, nullptr, n, true, h);
       continue;
     }
     std::vector<float>& buf = buffers_[i];
     const bool first = buf.empty();
     if (first) buf.resize(n);
-    float* b = buf.data();
-    for (size_t k = 0; k < n; ++k) SgdUpdateElement(&p[k], g[k], &b[k], first, h);
+    UpdateTensor(p, g, buf.data(), n, first, h);
   }
   ++step_count_;
 }

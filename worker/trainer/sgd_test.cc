@@ -174,5 +174,41 @@ TEST(NormTest, L2NormOfOneAndSeveralTensors) {
   EXPECT_EQ(L2Norm(ones.data(), ones.size()), 1000.0);
 }
 
+// The optimizer's whole-tensor loops (vectorised) give exactly what the element function
+// gives, for every combination of options, over several steps (the first one included).
+TEST(SgdTest, TensorStepIsBitIdenticalToTheElementFunction) {
+  const size_t n = 1003;  // not a multiple of any vector width
+  for (double weight_decay : {0.0, 0.0005}) {
+    for (double momentum : {0.0, 0.9}) {
+      for (bool nesterov : {false, true}) {
+        if (nesterov && momentum == 0.0) continue;
+        SgdOptions options;
+        options.lr = 0.05;
+        options.momentum = momentum;
+        options.dampening = nesterov ? 0.0 : 0.1;
+        options.weight_decay = weight_decay;
+        options.nesterov = nesterov;
+        SgdOptimizer optimizer({{"w", {n}, n}}, options);
+        const SgdElementParams h = ToElementParams(options);
+        std::vector<float> param(n), expected(n), buffer(n), grad(n);
+        for (size_t k = 0; k < n; ++k) param[k] = expected[k] = std::sin(0.37f * k);
+        for (int step = 0; step < 4; ++step) {
+          for (size_t k = 0; k < n; ++k) grad[k] = std::cos(0.11f * k + step) * 0.3f;
+          optimizer.Step({param.data()}, {grad.data()}, {true});
+          for (size_t k = 0; k < n; ++k) {
+            SgdUpdateElement(&expected[k], grad[k], momentum != 0.0 ? &buffer[k] : nullptr,
+                             step == 0, h);
+          }
+          for (size_t k = 0; k < n; ++k) {
+            ASSERT_EQ(param[k], expected[k]) << "element " << k << " step " << step
+                                             << " momentum " << momentum << " nesterov "
+                                             << nesterov << " weight decay " << weight_decay;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ringleader
