@@ -4,6 +4,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
 
 namespace ringleader {
 
@@ -20,6 +22,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
         "a free port)"));
   }
   std::unique_ptr<CoordinatorServer> server(new CoordinatorServer(handler));
+  // grpc.health.v1 (per service, "" for the whole server) and server reflection, so generic
+  // clients (grpcurl, grpc_health_probe, load balancers) can probe and call the services.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, std::move(credentials), &server->port_);
   builder.RegisterService(&server->worker_service_);
@@ -30,6 +36,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
         "could not listen on ", listen, ": address in use or not local? pick another --listen"));
   }
   server->address_ = absl::StrCat(listen.substr(0, colon), ":", server->port_);
+  grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
+  for (const char* service : {"", kWorkerServiceName, kJobServiceName}) {
+    health->SetServingStatus(service, true);
+  }
   return server;
 }
 
@@ -39,6 +49,8 @@ CoordinatorServer::~CoordinatorServer() { Shutdown(absl::UnixEpoch()); }
 void CoordinatorServer::Shutdown(absl::Time deadline) {
   if (shut_down_) return;
   shut_down_ = true;
+  // Probes see NOT_SERVING while the calls in flight drain.
+  server_->GetHealthCheckService()->SetServingStatus(false);
   server_->Shutdown(absl::ToChronoTime(deadline));
   server_->Wait();
 }

@@ -13,8 +13,16 @@
 
 namespace ringleader {
 
+// Health: grpc.health.v1 answers SERVING for "" (the server), "ringleader.v1.WorkerService"
+// and "ringleader.v1.JobService" once Start returned (the job store is loaded before Start, so
+// there is no loading phase to report: until then the port is closed), NOT_SERVING from
+// Shutdown on. Server reflection (grpc.reflection.v1alpha) lists and describes every service.
+//
 // Owns the grpc::Server and the two services. Serving is thread-safe; Start and Shutdown are
 // called from one thread (main's). The RpcHandler (and its Coordinator) must outlive it.
+inline constexpr char kWorkerServiceName[] = "ringleader.v1.WorkerService";
+inline constexpr char kJobServiceName[] = "ringleader.v1.JobService";
+
 class CoordinatorServer {
  public:
   // Starts serving on `listen` ("host:port"; port 0 picks a free port). Credentials are
