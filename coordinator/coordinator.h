@@ -332,6 +332,9 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<JobRecord*> FindAttemptLocked(const AttemptId& attempt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Why a key-value read of `attempt` cannot be parked (shutting down, FindAttemptLocked's
+  // errors, the attempt is over); OK when it can.
+  absl::Status KvReadableLocked(const AttemptId& attempt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records what the step reports say about recovery: the attempt's last step, the checkpoint
   // it resumed from and the ones it skipped (as job events), the newest periodic checkpoint.
   // True when it added events (durable: the caller saves the job).

@@ -111,16 +111,21 @@ absl::Status Coordinator::KvSet(const AttemptId& attempt, const std::string& key
   return absl::OkStatus();
 }
 
+absl::Status Coordinator::KvReadableLocked(const AttemptId& attempt) {
+  if (shut_down_) return absl::UnavailableError("the coordinator is shutting down");
+  absl::StatusOr<JobRecord*> job = FindAttemptLocked(attempt);
+  if (!job.ok()) return job.status();
+  if (AttemptOver((*job)->status)) return AttemptEnded((*job)->status);
+  return absl::OkStatus();
+}
+
 void Coordinator::KvGetAsync(const AttemptId& attempt, const std::string& key,
                              absl::Time deadline, KvGetCallback done) {
   Scope scope(this);
-  auto fail = [&](absl::Status status) {
-    scope.deferred()->Add([done = std::move(done), status] { done(status); });
-  };
-  if (shut_down_) return fail(absl::UnavailableError("the coordinator is shutting down"));
-  absl::StatusOr<JobRecord*> job = FindAttemptLocked(attempt);
-  if (!job.ok()) return fail(job.status());
-  if (AttemptOver((*job)->status)) return fail(AttemptEnded((*job)->status));
+  if (absl::Status readable = KvReadableLocked(attempt); !readable.ok()) {
+    scope.deferred()->Add([done = std::move(done), readable] { done(readable); });
+    return;
+  }
   const absl::Time now = clock_->Now();
   kv_.Get(attempt, key, ClampDeadline(deadline, now), now, std::move(done), scope.deferred());
 }
@@ -128,13 +133,10 @@ void Coordinator::KvGetAsync(const AttemptId& attempt, const std::string& key,
 void Coordinator::KvGetManyAsync(const AttemptId& attempt, std::vector<std::string> keys,
                                  KvParts parts, absl::Time deadline, KvGetManyCallback done) {
   Scope scope(this);
-  auto fail = [&](absl::Status status) {
-    scope.deferred()->Add([done = std::move(done), status] { done(status); });
-  };
-  if (shut_down_) return fail(absl::UnavailableError("the coordinator is shutting down"));
-  absl::StatusOr<JobRecord*> job = FindAttemptLocked(attempt);
-  if (!job.ok()) return fail(job.status());
-  if (AttemptOver((*job)->status)) return fail(AttemptEnded((*job)->status));
+  if (absl::Status readable = KvReadableLocked(attempt); !readable.ok()) {
+    scope.deferred()->Add([done = std::move(done), readable] { done(readable); });
+    return;
+  }
   const absl::Time now = clock_->Now();
   kv_.GetMany(attempt, std::move(keys), std::move(parts), ClampDeadline(deadline, now), now,
               std::move(done), scope.deferred());
