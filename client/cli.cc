@@ -97,6 +97,22 @@ const std::vector<CommandSpec>& Commands() {
        {{"format", "csv|json", "output format (default csv)"},
         {"output", "FILE", "write to FILE (atomically) instead of stdout; prints a summary",
          /*repeated=*/false, /*short_name=*/'o'}}},
+      {"logs",
+       "JOB",
+       1,
+       1,
+       "print the ranks' output (stdout and stderr); --follow for new output",
+       "The coordinator keeps the most recent output of each rank (1 MiB per rank and 8 MiB\n"
+       "per job by default, in memory: a restarted coordinator has only what came after). With\n"
+       "--rank R: that rank's raw output; otherwise every rank's, each line prefixed\n"
+       "\"[rank R] \". Output no longer kept shows as \"[rank R: N bytes not kept]\". --follow\n"
+       "prints new output as it arrives until the attempt is over; when the job restarts it\n"
+       "goes on with the new attempt (\"--- generation G ---\") until the job is over (with\n"
+       "--generation, only that attempt).",
+       {{"rank", "R", "only rank R, its raw output"},
+        {"tail", "N", "only the last N lines of each rank (then new ones, with --follow)"},
+        {"follow", "", "keep printing new output until the job is over"},
+        {"generation", "G", "the attempt to show (default: the latest)"}}},
       {"export",
        "JOB",
        1,
@@ -204,6 +220,33 @@ int RunCli(const std::vector<std::string>& args, const CommandEnvironment& base_
     metrics.output_path = line->Value("output");
   }
 
+  LogsOptions logs;
+  if (line->command == "logs") {
+    uint32_t rank = 0;
+    if (line->Has("rank")) {
+      if (!absl::SimpleAtoi(line->Value("rank"), &rank)) {
+        *env.err << "error: --rank: expected a rank number (0, 1, ...), got '"
+                 << line->Value("rank") << "'\n";
+        return kExitUsage;
+      }
+      logs.rank = rank;
+    }
+    if (line->Has("generation") &&
+        (!absl::SimpleAtoi(line->Value("generation"), &logs.generation) ||
+         logs.generation == 0)) {
+      *env.err << "error: --generation: expected a generation number (1, 2, ...), got '"
+               << line->Value("generation") << "'\n";
+      return kExitUsage;
+    }
+    if (line->Has("tail") &&
+        (!absl::SimpleAtoi(line->Value("tail"), &logs.tail) || logs.tail < 0)) {
+      *env.err << "error: --tail: expected a number of lines (0 or more), got '"
+               << line->Value("tail") << "'\n";
+      return kExitUsage;
+    }
+    logs.follow = line->Has("follow");
+  }
+
   if (line->command == "export" && line->Value("output").empty()) {
     *env.err << "error: export: -o FILE (--output) is required\n";
     return kExitUsage;
@@ -221,6 +264,7 @@ int RunCli(const std::vector<std::string>& args, const CommandEnvironment& base_
                      *client, env);
   }
   if (command == "metrics") return RunMetrics(line->arguments[0], metrics, *client, env);
+  if (command == "logs") return RunLogs(line->arguments[0], logs, *client, env);
   if (command == "export") {
     return RunExport(line->arguments[0], line->Value("output"), *client, env);
   }

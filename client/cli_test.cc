@@ -42,6 +42,9 @@ class ForwardingJobClient : public JobClient {
   absl::StatusOr<v1::GetJobMetricsResponse> GetJobMetrics(const std::string& id) override {
     return target_->GetJobMetrics(id);
   }
+  absl::StatusOr<v1::GetLogsResponse> GetLogs(const v1::GetLogsRequest& request) override {
+    return target_->GetLogs(request);
+  }
 
  private:
   JobClient* target_;

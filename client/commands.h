@@ -3,7 +3,9 @@
 #ifndef RINGLEADER_CLIENT_COMMANDS_H_
 #define RINGLEADER_CLIENT_COMMANDS_H_
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -68,6 +70,22 @@ struct MetricsOptions {
   std::string output_path;     // empty: stdout
 };
 
+// `logs`: which output, and whether to follow it.
+struct LogsOptions {
+  // One rank, printed raw; unset: every rank, each line prefixed "[rank R] ".
+  std::optional<uint32_t> rank;
+  // The attempt; 0 = the latest (and, when following, the job's next ones).
+  uint64_t generation = 0;
+  // Only the last N lines of each rank's output kept (then, following, the new ones); -1 = all.
+  int64_t tail = -1;
+  // Keep printing new output until the attempt is over (with `generation` 0: the job).
+  bool follow = false;
+  // Server-side wait of each long poll while following.
+  absl::Duration poll_wait = absl::Seconds(10);
+  // Consecutive UNAVAILABLE / DEADLINE_EXCEEDED answers tolerated while following (as watch).
+  int max_retries = 8;
+};
+
 // OK, or INVALID_ARGUMENT naming --format and its choices.
 absl::Status CheckMetricsOptions(const MetricsOptions& options);
 
@@ -91,6 +109,12 @@ int RunCancel(const std::string& job_id, const std::string& reason, JobClient& c
 // options.output_path (atomically) and prints a one-line summary. Exit 2 for a bad format.
 int RunMetrics(const std::string& job_id, const MetricsOptions& options, JobClient& client,
                const CommandEnvironment& env);
+
+// Prints the ranks' output the coordinator keeps (GetLogs; "[rank R: N bytes not kept]" where
+// some of it is gone), and with options.follow the new output until the attempt or the job is
+// over ("--- generation G ---" when the job goes on to a new attempt).
+int RunLogs(const std::string& job_id, const LogsOptions& options, JobClient& client,
+            const CommandEnvironment& env);
 
 // Writes the job's final weights (its final checkpoint, read from the path the coordinator
 // recorded) to `output_path` as safetensors. Exit 1 when the job has no final checkpoint or it

@@ -30,6 +30,17 @@ std::string FormatNumber(double value, int digits) {
 }
 
 std::string SummarizeSpec(const v1::JobSpec& spec) {
+  if (spec.command_size() > 0) {
+    std::vector<std::string> args;
+    for (const std::string& arg : spec.command()) {
+      args.push_back(arg.find_first_of(" \t'\"") == std::string::npos ? arg
+                                                                      : absl::StrCat("'", arg, "'"));
+    }
+    std::string text = absl::StrCat("command `", absl::StrJoin(args, " "), "`, ",
+                                    spec.world_size(), " ranks, ", spec.backend());
+    if (!spec.workdir().empty()) absl::StrAppend(&text, ", in ", spec.workdir());
+    return text;
+  }
   std::vector<std::string> layers;
   for (uint32_t width : spec.model().layers()) layers.push_back(absl::StrCat(width));
   std::string text = absl::StrCat(

@@ -56,6 +56,11 @@ class GrpcJobClient : public JobClient {
     return Call(&v1::JobService::Stub::GetJobMetrics, request, absl::ZeroDuration());
   }
 
+  absl::StatusOr<v1::GetLogsResponse> GetLogs(const v1::GetLogsRequest& request) override {
+    return Call(&v1::JobService::Stub::GetLogs, request,
+                absl::Milliseconds(request.wait_timeout_ms()));
+  }
+
  private:
   // One unary call with deadline = now + call_timeout + extra (the server-side wait).
   template <typename Request, typename Response>

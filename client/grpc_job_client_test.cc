@@ -79,12 +79,29 @@ class FakeJobService final : public v1::JobService::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status GetLogs(grpc::ServerContext* context, const v1::GetLogsRequest* request,
+                       v1::GetLogsResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    logs_request_ = *request;
+    logs_deadline_left_ = context->deadline() - std::chrono::system_clock::now();
+    response->set_generation(2);
+    v1::LogChunk* chunk = response->add_chunks();
+    chunk->set_rank(1);
+    chunk->set_offset(40);
+    chunk->set_data(std::string("line\n\0", 6));
+    chunk->set_skipped(7);
+    response->set_attempt_over(true);
+    return grpc::Status::OK;
+  }
+
   absl::Mutex mu_;
   v1::JobSpec last_spec_ ABSL_GUARDED_BY(mu_);
   v1::WatchJobRequest watch_request_ ABSL_GUARDED_BY(mu_);
   std::chrono::system_clock::duration watch_deadline_left_ ABSL_GUARDED_BY(mu_);
   std::string cancel_reason_ ABSL_GUARDED_BY(mu_);
   std::chrono::system_clock::duration metrics_deadline_left_ ABSL_GUARDED_BY(mu_);
+  v1::GetLogsRequest logs_request_ ABSL_GUARDED_BY(mu_);
+  std::chrono::system_clock::duration logs_deadline_left_ ABSL_GUARDED_BY(mu_);
 };
 
 class GrpcJobClientTest : public ::testing::Test {
@@ -181,6 +198,28 @@ TEST_F(GrpcJobClientTest, GetJobMetricsReturnsThePointsWithinTheCallTimeout) {
   absl::StatusOr<v1::GetJobMetricsResponse> missing = client_->GetJobMetrics("j-9");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(missing.status().message(), "no job j-9");
+}
+
+TEST_F(GrpcJobClientTest, GetLogsSendsTheRequestAndExtendsTheDeadlineByTheWait) {
+  v1::GetLogsRequest request;
+  request.set_job_id("j-1");
+  request.set_rank(1);
+  request.set_generation(2);
+  v1::LogCursor* cursor = request.add_after();
+  cursor->set_rank(1);
+  cursor->set_offset(40);
+  request.set_wait_timeout_ms(20000);
+  absl::StatusOr<v1::GetLogsResponse> logs = client_->GetLogs(request);
+  ASSERT_TRUE(logs.ok()) << logs.status();
+  ASSERT_EQ(logs->chunks_size(), 1);
+  EXPECT_EQ(logs->chunks(0).data(), std::string("line\n\0", 6));
+  EXPECT_EQ(logs->chunks(0).skipped(), 7u);
+  EXPECT_TRUE(logs->attempt_over());
+  absl::MutexLock lock(&service_.mu_);
+  EXPECT_EQ(service_.logs_request_.SerializeAsString(), request.SerializeAsString());
+  // Call timeout (5 s) + wait (20 s); see the Watch test for the slack.
+  EXPECT_GT(service_.logs_deadline_left_, std::chrono::seconds(20));
+  EXPECT_LE(service_.logs_deadline_left_, std::chrono::milliseconds(25500));
 }
 
 TEST(GrpcJobClientNoServerTest, UnreachableCoordinatorIsUnavailable) {

@@ -46,6 +46,12 @@ class JobClient {
   // are decimated (see v1::GetJobMetricsResponse). Errors: NOT_FOUND, UNAVAILABLE,
   // DEADLINE_EXCEEDED.
   virtual absl::StatusOr<v1::GetJobMetricsResponse> GetJobMetrics(const std::string& job_id) = 0;
+
+  // The ranks' output of one attempt (see v1::GetLogsRequest); a long poll when
+  // request.wait_timeout_ms > 0, whose call deadline is that wait plus the call timeout.
+  // Errors: NOT_FOUND, INVALID_ARGUMENT (rank or generation out of range), UNAVAILABLE,
+  // DEADLINE_EXCEEDED.
+  virtual absl::StatusOr<v1::GetLogsResponse> GetLogs(const v1::GetLogsRequest& request) = 0;
 };
 
 }  // namespace ringleader

@@ -21,6 +21,8 @@ class MockJobClient : public JobClient {
               (const std::string& job_id, const std::string& reason), (override));
   MOCK_METHOD(absl::StatusOr<v1::GetJobMetricsResponse>, GetJobMetrics,
               (const std::string& job_id), (override));
+  MOCK_METHOD(absl::StatusOr<v1::GetLogsResponse>, GetLogs, (const v1::GetLogsRequest& request),
+              (override));
 };
 
 }  // namespace ringleader

@@ -105,6 +105,7 @@ class SpecReader {
       reflection->ClearField(message, field);
       return absl::OkStatus();
     }
+    if (field->is_map()) return ReadMap(node, field, path, line, message);
     if (!field->is_repeated()) return ReadValue(node, field, path, line, message);
     if (!node.IsSequence()) {
       return Error(node, line,
@@ -120,6 +121,43 @@ class SpecReader {
   }
 
  private:
+  // A map field (e.g. env): a YAML mapping of scalar keys to values; each key once.
+  absl::Status ReadMap(const YAML::Node& node, const FieldDescriptor* field,
+                       const std::string& path, int line, Message* message) {
+    if (!node.IsMap()) {
+      return Error(node, line,
+                   absl::StrCat(path, ": expected a mapping such as {NAME: value}, got ",
+                                Describe(node)));
+    }
+    const Reflection* reflection = message->GetReflection();
+    reflection->ClearField(message, field);
+    const FieldDescriptor* key_field = field->message_type()->map_key();
+    const FieldDescriptor* value_field = field->message_type()->map_value();
+    std::map<std::string, int> seen;  // key -> line
+    for (const auto& entry : node) {
+      const int key_line = LineOf(entry.first, line);
+      if (!entry.first.IsScalar()) {
+        return Error(entry.first, line,
+                     absl::StrCat(path, ": expected a name, got ", Describe(entry.first)));
+      }
+      const std::string entry_path = Join(path, entry.first.Scalar());
+      auto [previous, inserted] = seen.emplace(entry.first.Scalar(), key_line);
+      if (!inserted) {
+        return Error(entry.first, line,
+                     absl::StrCat("duplicate field '", entry_path, "' (first given on line ",
+                                  previous->second, "); give it once"));
+      }
+      if (field_lines_ != nullptr) (*field_lines_)[entry_path] = key_line;
+      Message* map_entry = reflection->AddMessage(message, field);
+      RETURN_IF_ERROR(ReadValue(entry.first, key_field, entry_path, key_line, map_entry));
+      if (entry.second.IsNull()) {
+        return Error(entry.second, key_line, absl::StrCat(entry_path, ": needs a value"));
+      }
+      RETURN_IF_ERROR(ReadValue(entry.second, value_field, entry_path, key_line, map_entry));
+    }
+    return absl::OkStatus();
+  }
+
   // Reads one value of `field` (one element when repeated).
   absl::Status ReadValue(const YAML::Node& node, const FieldDescriptor* field,
                          const std::string& path, int line, Message* message) {

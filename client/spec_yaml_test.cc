@@ -216,3 +216,40 @@ TEST(SetJobSpecFieldTest, Errors) {
 
 }  // namespace
 }  // namespace ringleader
+
+namespace ringleader {
+namespace {
+
+TEST(ParseJobSpecYamlTest, ReadsACommandJob) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpecYaml(
+      "world_size: 2\n"
+      "command: [/usr/bin/python3, train.py, --epochs, 1]\n"
+      "env:\n"
+      "  OMP_NUM_THREADS: 2\n"
+      "  MODE: fast\n"
+      "workdir: /srv/train\n",
+      "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(spec->command(), ::testing::ElementsAre("/usr/bin/python3", "train.py", "--epochs", "1"));
+  ASSERT_EQ(spec->env().size(), 2u);
+  EXPECT_EQ(spec->env().at("OMP_NUM_THREADS"), "2");
+  EXPECT_EQ(spec->env().at("MODE"), "fast");
+  EXPECT_EQ(spec->workdir(), "/srv/train");
+}
+
+TEST(ParseJobSpecYamlTest, EnvMustBeAMappingWithValuesAndNoRepeats) {
+  absl::StatusOr<v1::JobSpec> list = ParseJobSpecYaml("env: [A, B]\n", "job.yaml");
+  ASSERT_FALSE(list.ok());
+  EXPECT_THAT(std::string(list.status().message()),
+              ::testing::HasSubstr("job.yaml:1: env: expected a mapping such as {NAME: value}"));
+  absl::StatusOr<v1::JobSpec> repeated = ParseJobSpecYaml("env:\n  A: 1\n  A: 2\n", "job.yaml");
+  ASSERT_FALSE(repeated.ok());
+  EXPECT_THAT(std::string(repeated.status().message()),
+              ::testing::HasSubstr("duplicate field 'env.A' (first given on line 2)"));
+  absl::StatusOr<v1::JobSpec> empty = ParseJobSpecYaml("env:\n  A:\n", "job.yaml");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_THAT(std::string(empty.status().message()), ::testing::HasSubstr("env.A: needs a value"));
+}
+
+}  // namespace
+}  // namespace ringleader

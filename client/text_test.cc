@@ -55,6 +55,12 @@ TEST(FormatTest, DeviceAndSpecSummary) {
   EXPECT_EQ(SummarizeSpec(spec),
             "mlp 784-10, sgd lr 0.05 momentum 0.9, batch 64 x 2 ranks, 3 epochs, gloo, "
             "fashion-mnist");
+  spec.add_command("/usr/bin/python3");
+  spec.add_command("train.py");
+  spec.add_command("--name=a b");
+  spec.set_workdir("/srv/train");
+  EXPECT_EQ(SummarizeSpec(spec),
+            "command `/usr/bin/python3 train.py '--name=a b'`, 2 ranks, gloo, in /srv/train");
 }
 
 TEST(DidYouMeanTest, SuggestsOnlyCloseNames) {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/command_spec.h"
 #include "common/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -316,6 +317,7 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const JobSpecLimits& limits) {
                                 spec.collective_timeout_ms(), " (omit it for the default 60000)"));
   }
   RETURN_IF_ERROR(ValidateRecovery(spec));
+  RETURN_IF_ERROR(ValidateCommandSpec(spec));
   const std::string& precision = spec.mixed_precision();
   if (!precision.empty() && precision != "fp32" && precision != "bf16") {
     return Invalid(absl::StrCat("mixed_precision: unknown precision '", precision,

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "coordinator/job_state.h"
+#include "coordinator/placement.h"
 #include "coordinator/scheduler.h"
 
 namespace ringleader {
@@ -26,7 +27,12 @@ std::string DescribeRank(const v1::RankStatus& rank) {
 
 Coordinator::Coordinator(CoordinatorOptions options, Clock* clock, JobStore* store,
                          EventLogger logger)
-    : options_(std::move(options)), clock_(clock), store_(store), logger_(std::move(logger)) {}
+    : options_(std::move(options)),
+      clock_(clock),
+      store_(store),
+      logger_(std::move(logger)),
+      logs_(LogStoreOptions{options_.max_log_bytes_per_rank, options_.max_log_bytes_per_job,
+                            options_.max_log_bytes_total}) {}
 
 Coordinator::~Coordinator() { Shutdown(); }
 
@@ -127,6 +133,7 @@ void Coordinator::ReleaseAttemptLocked(JobRecord* job, bool abort_unfinished,
       summary->set_end_reason(LastReason(job->status));
     }
   }
+  job->attempt_ended = clock_->Now();  // its log readers are told so after log_linger
   const AttemptId attempt{JobId(job->status.job_id()), Generation(job->status.generation())};
   for (const v1::RankStatus& rank : job->status.ranks()) {
     WorkerRecord* worker = workers_.Find(WorkerId(rank.worker_id()));
@@ -235,6 +242,9 @@ void Coordinator::AssignLocked(JobRecord* job, const std::vector<WorkerRecord*>&
   job->carried_alarms.clear();
   job->carried_verdict.Clear();
   std::vector<std::string> named;
+  std::vector<std::string> hosts;
+  for (const WorkerRecord* worker : ranks) hosts.push_back(worker->host);
+  const std::vector<RankPlacement> placements = PlaceRanks(hosts);
   for (uint32_t r = 0; r < ranks.size(); ++r) {
     WorkerRecord* worker = ranks[r];
     v1::RankStatus* rank = status.add_ranks();
@@ -254,6 +264,10 @@ void Coordinator::AssignLocked(JobRecord* job, const std::vector<WorkerRecord*>&
     assignment.set_world_size(static_cast<uint32_t>(ranks.size()));
     *assignment.mutable_spec() = status.spec();
     assignment.set_spec_fingerprint(status.spec_fingerprint());
+    assignment.set_local_rank(placements[r].local_rank);
+    assignment.set_local_world_size(placements[r].local_world_size);
+    assignment.set_group_rank(placements[r].group_rank);
+    assignment.set_group_world_size(placements[r].group_world_size);
     worker->undelivered = std::move(assignment);
     DeliverLocked(worker, deferred);
   }
@@ -332,6 +346,8 @@ void Coordinator::PublishLocked(DeferredCallbacks* deferred) {
   changed.swap(changed_);
   for (JobRecord* job : changed) {
     job->changed = false;
+    // An attempt that ended, or a new one, may answer log readers.
+    AnswerLogWaitersLocked(job, deferred);
     if (job->watchers.empty()) continue;
     const v1::JobStatus snapshot = RenderLocked(*job);
     std::vector<JobRecord::Watcher> still_waiting;
@@ -383,6 +399,9 @@ void Coordinator::CheckStaleness() {
   }
   kv_.ExpireWaiters(now, scope.deferred());
   ExpireWatchersLocked(now, scope.deferred());
+  for (JobRecord* job : jobs_.All()) {
+    if (!job->log_waiters.empty()) AnswerLogWaitersLocked(job, scope.deferred());
+  }
 }
 
 void Coordinator::FailRendezvousLocked(absl::Time now, DeferredCallbacks* deferred) {
@@ -432,6 +451,10 @@ void Coordinator::Shutdown() {
       scope.deferred()->Add([done = std::move(watcher.done), why] { done(why); });
     }
     job->watchers.clear();
+    for (JobRecord::LogWaiter& waiter : job->log_waiters) {
+      scope.deferred()->Add([done = std::move(waiter.done), why] { done(why); });
+    }
+    job->log_waiters.clear();
   }
 }
 

@@ -1,8 +1,9 @@
 // The coordinator core: workers, jobs, rendezvous and health, in plain C++ (no gRPC).
 //
 // It owns the worker registry, the job table (state machine in job_state.h), the FIFO
-// scheduler's decisions (scheduler.h), the per-attempt key-value store (kv_store.h) and the
-// latest progress of every rank. The gRPC service (grpc_service.h) only translates messages.
+// scheduler's decisions (scheduler.h), the per-attempt key-value store (kv_store.h), the latest
+// progress of every rank and the ranks' output (log_store.h: bounded, in memory only, never
+// saved to the job store). The gRPC service (grpc_service.h) only translates messages.
 //
 // Life of a job:
 //   SubmitJob → QUEUED; once N suitable workers are IDLE the head job is assigned: generation
@@ -24,8 +25,8 @@
 //                              └─ a daemon back without its rank, or coordinator_grace over
 //                                 ──> QUEUED (restart from the last checkpoint) or FAILED
 //
-// Attempt messages (JoinJob, KvSet, KvGet, KvGetMany, ReportProgress, FinishRank) carry (job,
-// generation); a generation other than the job's current one is refused with
+// Attempt messages (JoinJob, KvSet, KvGet, KvGetMany, ReportProgress, FinishRank, AppendLogs)
+// carry (job, generation); a generation other than the job's current one is refused with
 // FAILED_PRECONDITION "stale generation G for job J (current G'): abandon this attempt";
 // generation 0 (a job never assigned) with FAILED_PRECONDITION "job J has no attempt yet
 // (STATE): wait for an assignment".
@@ -43,6 +44,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,6 +52,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
@@ -59,6 +62,7 @@
 #include "coordinator/job_store.h"
 #include "coordinator/job_table.h"
 #include "coordinator/kv_store.h"
+#include "coordinator/log_store.h"
 #include "coordinator/options.h"
 #include "coordinator/worker_registry.h"
 #include "proto/ringleader.pb.h"
@@ -175,6 +179,8 @@ class Coordinator {
   struct StopSignal {
     bool stop = false;   // the attempt is over: stop training
     std::string reason;  // why (the job's final transition), when stop
+    // Steps of the attempt the step judge has judged (its verdict's steps_judged).
+    uint64_t steps_judged = 0;
   };
   // Records the rank's latest step report (the last of `steps`) and the epoch reports (kept by
   // epoch; a later report of an epoch replaces the earlier), and feeds every step to the
@@ -201,6 +207,15 @@ class Coordinator {
   // (rank out of range).
   absl::Status FinishRank(const AttemptId& attempt, Rank rank, const RankOutcome& outcome);
 
+  // Bytes [offset, offset + data.size()) of the rank's output (stdout and stderr), as its
+  // daemon ships them: kept in memory, bounded (log_store.h: a retry is ignored, a gap is
+  // recorded), and answering GetLogs polls waiting for them. Accepted for the job's current
+  // generation also after the attempt ended: a daemon ships a rank's last output once the rank
+  // process exited. Errors: NOT_FOUND (unknown job), FAILED_PRECONDITION (stale generation; a
+  // job with no attempt yet), INVALID_ARGUMENT (rank out of range).
+  absl::Status AppendLogs(const AttemptId& attempt, Rank rank, uint64_t offset,
+                          absl::string_view data);
+
   // ---- Jobs (the CLI's calls) ---------------------------------------------------------------
 
   struct Submitted {
@@ -226,6 +241,24 @@ class Coordinator {
   void WatchJobAsync(const JobId& job, uint64_t after_version, absl::Time deadline,
                      WatchCallback done);
 
+  // What GetLogs reads.
+  struct LogsQuery {
+    std::optional<Rank> rank;            // one rank; nullopt = every rank
+    Generation generation;               // the attempt; 0 = the latest
+    std::map<uint32_t, uint64_t> after;  // per rank, the first byte wanted (unlisted: the oldest
+                                         // byte kept)
+  };
+  // Long poll over the ranks' output of one attempt (GetLogsResponse, one chunk per rank with
+  // bytes past its cursor, at most options.max_log_bytes_per_answer bytes in all). Completes at
+  // once when some rank asked for has bytes past its cursor, or the attempt is over; otherwise
+  // when such bytes arrive, when the attempt is over, or at `deadline` (without chunks).
+  // attempt_over: the attempt ended at least options.log_linger ago (or a later one started)
+  // and the answer holds every byte kept past the cursors; job_over: the job ended. A job that
+  // has not run yet completes at once with generation 0. Errors: NOT_FOUND (unknown job),
+  // INVALID_ARGUMENT (a rank, also one in `after`, out of range; a generation the job never
+  // had), UNAVAILABLE (shutting down).
+  void GetLogsAsync(const JobId& job, LogsQuery query, absl::Time deadline, LogsCallback done);
+
   // Every job, oldest first; every registered worker, oldest registration first.
   std::vector<v1::JobStatus> ListJobs();
   std::vector<v1::WorkerStatus> ListWorkers();
@@ -239,8 +272,9 @@ class Coordinator {
   // Declares LOST every worker whose last heartbeat is older than heartbeat_timeout (failing
   // its job: "rank R (worker NAME on HOST) lost: no heartbeat for 10s"), fails RENDEZVOUS jobs
   // past their rendezvous deadline naming the ranks that never joined, and answers long polls
-  // whose deadline passed. Walks every worker and job (O(workers + jobs)): cheap at the 100 ms
-  // tick main uses, for thousands of jobs.
+  // whose deadline passed (and GetLogs polls whose attempt ended log_linger ago). Walks every
+  // worker and job (O(workers + jobs)): cheap at the 100 ms tick main uses, for thousands of
+  // jobs.
   void CheckStaleness();
 
   // Answers every parked long poll with UNAVAILABLE and refuses new ones. Idempotent.
@@ -343,6 +377,19 @@ class Coordinator {
   // Copies the attempt's judge's alarms, verdict and straggler scores into the job's status.
   void PublishJudgementLocked(JobRecord* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // Logs (coordinator_logs.cc).
+  // Whether no more output of `generation` is expected (see GetLogsAsync's attempt_over).
+  bool LogsOverLocked(const JobRecord& job, uint64_t generation, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a GetLogs poll for `waiter` can be answered now (bytes, over, deadline).
+  bool LogsReadyLocked(const JobRecord& job, const JobRecord::LogWaiter& waiter,
+                       absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::GetLogsResponse RenderLogsLocked(const JobRecord& job, const JobRecord::LogWaiter& waiter,
+                                       absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers the job's parked GetLogs polls that can be answered now.
+  void AnswerLogWaitersLocked(JobRecord* job, DeferredCallbacks* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const CoordinatorOptions options_;
   Clock* const clock_;
   JobStore* const store_;
@@ -352,6 +399,7 @@ class Coordinator {
   WorkerRegistry workers_ ABSL_GUARDED_BY(mu_);
   JobTable jobs_ ABSL_GUARDED_BY(mu_);
   AttemptKvStore kv_ ABSL_GUARDED_BY(mu_);
+  LogStore logs_ ABSL_GUARDED_BY(mu_);
   // Jobs changed during the current call (published by PublishLocked).
   std::vector<JobRecord*> changed_ ABSL_GUARDED_BY(mu_);
   // Set when workers became IDLE or jobs were queued during the current call.

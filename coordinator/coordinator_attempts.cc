@@ -19,12 +19,6 @@ absl::Status CheckRank(const v1::JobStatus& job, Rank rank) {
   return absl::OkStatus();
 }
 
-// Whether the job's current attempt is over: the job ended, or it went back to the queue for a
-// restart (its generation is bumped only when it is placed again).
-bool AttemptOver(const v1::JobStatus& job) {
-  return IsTerminal(job.state()) || job.state() == v1::JOB_STATE_QUEUED;
-}
-
 // Why an attempt message arriving after the end of its attempt is refused.
 absl::Status AttemptEnded(const v1::JobStatus& job) {
   if (!IsTerminal(job.state())) {
@@ -150,11 +144,15 @@ absl::StatusOr<Coordinator::StopSignal> Coordinator::ReportProgress(
   if (!found.ok()) return found.status();
   JobRecord* job = *found;
   if (absl::Status valid = CheckRank(job->status, rank); !valid.ok()) return valid;
+  // Every answer says how far the judge got (after this call's steps).
+  auto answer = [job](bool stop, std::string reason) {
+    return StopSignal{stop, std::move(reason), job->status.verdict().steps_judged()};
+  };
   if (AttemptOver(job->status)) {
-    return StopSignal{true, std::string(AttemptEnded(job->status).message())};
+    return answer(true, std::string(AttemptEnded(job->status).message()));
   }
   job->last_contact[rank.value()] = clock_->Now();
-  if (steps.empty() && epochs.empty()) return StopSignal{};  // a keepalive
+  if (steps.empty() && epochs.empty()) return answer(false, "");  // a keepalive
   if (!steps.empty()) {
     *job->status.mutable_ranks(static_cast<int>(rank.value()))->mutable_last_step() =
         steps.back();
@@ -191,10 +189,24 @@ absl::StatusOr<Coordinator::StopSignal> Coordinator::ReportProgress(
       std::string reason = absl::StrCat("check failed: ", v1::Alarm::Kind_Name(alarm.kind()),
                                         ": ", alarm.message());
       EndJobLocked(job, v1::JOB_STATE_FAILED, reason, scope.deferred());
-      return StopSignal{true, std::move(reason)};
+      return answer(true, std::move(reason));
     }
   }
-  return StopSignal{};
+  return answer(false, "");
+}
+
+absl::Status Coordinator::AppendLogs(const AttemptId& attempt, Rank rank, uint64_t offset,
+                                     absl::string_view data) {
+  Scope scope(this);
+  absl::StatusOr<JobRecord*> found = FindAttemptLocked(attempt);
+  if (!found.ok()) return found.status();
+  JobRecord* job = *found;
+  if (absl::Status valid = CheckRank(job->status, rank); !valid.ok()) return valid;
+  // Not a change of the job (no version bump, nothing saved): only log readers care.
+  logs_.Append(attempt.job, attempt.generation.value(), rank.value(),
+               static_cast<uint32_t>(job->status.ranks_size()), offset, data);
+  AnswerLogWaitersLocked(job, scope.deferred());
+  return absl::OkStatus();
 }
 
 bool Coordinator::NoteRecoveryLocked(JobRecord* job, const std::vector<v1::StepReport>& steps) {

@@ -62,6 +62,25 @@ TEST_F(CoordinatorChecksTest, BatchedCleanStepsAreAllJudgedAndPass) {
   EXPECT_EQ(job.verdict().steps_judged(), 5u);
 }
 
+// A rank that reported a suspicious step can wait for the verdict on it: every answer says how
+// far the judge got, which is as far as the slowest rank reported.
+TEST_F(CoordinatorChecksTest, ProgressAnswersSayHowManyStepsWereJudged) {
+  const AttemptId attempt = StartJob("fail");
+  absl::StatusOr<Coordinator::StopSignal> ahead =
+      coordinator_.ReportProgress(attempt, Rank(0), {Step(1, 1.0, 2.0), Step(2, 1.0, 2.0)}, {});
+  ASSERT_TRUE(ahead.ok()) << ahead.status();
+  EXPECT_EQ(ahead->steps_judged, 0u) << "rank 1 has reported no step yet";
+  absl::StatusOr<Coordinator::StopSignal> behind =
+      coordinator_.ReportProgress(attempt, Rank(1), {Step(1, 3.0, 2.0)}, {});
+  ASSERT_TRUE(behind.ok()) << behind.status();
+  EXPECT_EQ(behind->steps_judged, 1u);
+  absl::StatusOr<Coordinator::StopSignal> keepalive =
+      coordinator_.ReportProgress(attempt, Rank(0), {}, {});
+  ASSERT_TRUE(keepalive.ok());
+  EXPECT_FALSE(keepalive->stop);
+  EXPECT_EQ(keepalive->steps_judged, 1u);
+}
+
 TEST_F(CoordinatorChecksTest, UnderFailAnUnsyncedRankStopsTheJobNamingItAndTheStep) {
   const AttemptId attempt = StartJob("fail");
   clock_.Advance(absl::Seconds(3));

@@ -80,6 +80,12 @@ grpc::ServerUnaryReactor* GrpcWorkerService::FinishRank(grpc::CallbackServerCont
   return FinishNow(context, handler_->FinishRank(*request, response));
 }
 
+grpc::ServerUnaryReactor* GrpcWorkerService::AppendLogs(grpc::CallbackServerContext* context,
+                                                        const v1::AppendLogsRequest* request,
+                                                        v1::AppendLogsResponse* response) {
+  return FinishNow(context, handler_->AppendLogs(*request, response));
+}
+
 grpc::ServerUnaryReactor* GrpcJobService::SubmitJob(grpc::CallbackServerContext* context,
                                                     const v1::SubmitJobRequest* request,
                                                     v1::SubmitJobResponse* response) {
@@ -122,6 +128,14 @@ grpc::ServerUnaryReactor* GrpcJobService::CancelJob(grpc::CallbackServerContext*
                                                     const v1::CancelJobRequest* request,
                                                     v1::CancelJobResponse* response) {
   return FinishNow(context, handler_->CancelJob(*request, response));
+}
+
+grpc::ServerUnaryReactor* GrpcJobService::GetLogs(grpc::CallbackServerContext* context,
+                                                  const v1::GetLogsRequest* request,
+                                                  v1::GetLogsResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  handler_->GetLogs(*request, response, FinishLater(reactor));
+  return reactor;
 }
 
 }  // namespace ringleader

@@ -46,6 +46,9 @@ class GrpcWorkerService final : public v1::WorkerService::CallbackService {
   grpc::ServerUnaryReactor* FinishRank(grpc::CallbackServerContext* context,
                                        const v1::FinishRankRequest* request,
                                        v1::FinishRankResponse* response) override;
+  grpc::ServerUnaryReactor* AppendLogs(grpc::CallbackServerContext* context,
+                                       const v1::AppendLogsRequest* request,
+                                       v1::AppendLogsResponse* response) override;
 
  private:
   RpcHandler* const handler_;
@@ -77,6 +80,9 @@ class GrpcJobService final : public v1::JobService::CallbackService {
   grpc::ServerUnaryReactor* CancelJob(grpc::CallbackServerContext* context,
                                       const v1::CancelJobRequest* request,
                                       v1::CancelJobResponse* response) override;
+  grpc::ServerUnaryReactor* GetLogs(grpc::CallbackServerContext* context,
+                                    const v1::GetLogsRequest* request,
+                                    v1::GetLogsResponse* response) override;
 
  private:
   RpcHandler* const handler_;

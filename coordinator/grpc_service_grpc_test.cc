@@ -241,6 +241,94 @@ TEST_F(GrpcServiceTest, OneJobFromRegistrationToSucceeded) {
   }
 }
 
+// A rank's output: AppendLogs from the worker side, GetLogs (a long poll parked on the server
+// until the bytes arrive) from the CLI side.
+TEST_F(GrpcServiceTest, AppendedLogsReachAParkedGetLogs) {
+  v1::RegisterWorkerRequest register_request;
+  register_request.set_name("logger");
+  register_request.add_devices()->set_kind("cpu");
+  v1::RegisterWorkerResponse registered;
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    ASSERT_TRUE(workers_->RegisterWorker(&context, register_request, &registered).ok());
+  }
+  v1::SubmitJobResponse submitted;
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    v1::SubmitJobRequest request;
+    request.mutable_spec()->set_world_size(1);
+    ASSERT_TRUE(jobs_->SubmitJob(&context, request, &submitted).ok());
+  }
+  v1::Assignment assignment;
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    v1::WaitAssignmentRequest request;
+    request.set_worker_id(registered.worker_id());
+    request.set_wait_timeout_ms(5000);
+    v1::WaitAssignmentResponse response;
+    ASSERT_TRUE(workers_->WaitAssignment(&context, request, &response).ok());
+    ASSERT_TRUE(response.has_assignment());
+    assignment = response.assignment();
+  }
+  v1::GetLogsResponse got;
+  grpc::Status get_status;
+  std::thread reader([&] {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    v1::GetLogsRequest request;
+    request.set_job_id(submitted.job_id());
+    request.set_rank(0);
+    v1::LogCursor* cursor = request.add_after();
+    cursor->set_rank(0);
+    cursor->set_offset(0);
+    request.set_wait_timeout_ms(8000);
+    get_status = jobs_->GetLogs(&context, request, &got);
+  });
+  v1::AppendLogsRequest append;
+  append.set_job_id(assignment.job_id());
+  append.set_generation(assignment.generation());
+  append.set_rank(0);
+  append.set_offset(0);
+  append.set_data(std::string("epoch 1\n\0\xff", 10));
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    v1::AppendLogsResponse response;
+    const grpc::Status status = workers_->AppendLogs(&context, append, &response);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  reader.join();
+  ASSERT_TRUE(get_status.ok()) << get_status.error_message();
+  EXPECT_EQ(got.generation(), 1u);
+  ASSERT_EQ(got.chunks_size(), 1);
+  EXPECT_EQ(got.chunks(0).rank(), 0u);
+  EXPECT_EQ(got.chunks(0).offset(), 0u);
+  EXPECT_EQ(got.chunks(0).data(), std::string("epoch 1\n\0\xff", 10));
+  EXPECT_FALSE(got.attempt_over());
+
+  append.set_generation(assignment.generation() + 1);
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    v1::AppendLogsResponse response;
+    const grpc::Status status = workers_->AppendLogs(&context, append, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_THAT(status.error_message(), HasSubstr("stale generation 2"));
+  }
+  {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    v1::GetLogsRequest request;
+    request.set_job_id("job-999999");
+    v1::GetLogsResponse response;
+    EXPECT_EQ(jobs_->GetLogs(&context, request, &response).error_code(),
+              grpc::StatusCode::NOT_FOUND);
+  }
+}
+
 TEST_F(GrpcServiceTest, ShutdownReleasesParkedLongPolls) {
   v1::RegisterWorkerRequest register_request;
   register_request.set_name("idle");

@@ -43,4 +43,8 @@ std::string LastReason(const v1::JobStatus& job) {
   return job.transitions(job.transitions_size() - 1).reason();
 }
 
+bool AttemptOver(const v1::JobStatus& job) {
+  return IsTerminal(job.state()) || job.state() == v1::JOB_STATE_QUEUED;
+}
+
 }  // namespace ringleader

@@ -46,6 +46,10 @@ absl::Status RecordTransition(v1::JobStatus* job, v1::JobState to, absl::Time no
 // The reason of the job's last transition ("" when it has none).
 std::string LastReason(const v1::JobStatus& job);
 
+// Whether the job's current attempt is over: the job ended, or it went back to the queue for a
+// restart (its generation is bumped only when it is placed again).
+bool AttemptOver(const v1::JobStatus& job);
+
 }  // namespace ringleader
 
 #endif  // RINGLEADER_COORDINATOR_JOB_STATE_H_

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/ids.h"
+#include "coordinator/log_store.h"
 #include "coordinator/metrics_history.h"
 #include "coordinator/step_judge.h"
 #include "proto/ringleader.pb.h"
@@ -60,6 +62,19 @@ struct JobRecord {
     WatchCallback done;
   };
   std::vector<Watcher> watchers;
+
+  // When the current attempt ended (InfinitePast when not known: ended before a coordinator
+  // restart); GetLogs says it is over log_linger later. Meaningful only while AttemptOver.
+  absl::Time attempt_ended = absl::InfinitePast();
+  // Parked GetLogs long polls (their generation resolved: never 0).
+  struct LogWaiter {
+    uint64_t generation;
+    std::optional<uint32_t> rank;        // nullopt = every rank
+    std::map<uint32_t, uint64_t> after;  // per rank, the first byte wanted
+    absl::Time deadline;
+    LogsCallback done;
+  };
+  std::vector<LogWaiter> log_waiters;
 
   // Whether the job changed during the current coordinator call (its watchers are answered
   // when the call publishes its changes).

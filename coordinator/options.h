@@ -42,6 +42,20 @@ struct CoordinatorOptions {
   // before failing the attempt (the job then restarts from its last checkpoint). Zero = a
   // coordinator restart always restarts running jobs.
   absl::Duration coordinator_grace = absl::Seconds(60);
+
+  // The ranks' output kept for GetLogs (`ringleader logs`), in memory only (log_store.h): the
+  // most recent bytes of each rank of an attempt, of each job (its oldest generations go
+  // first) and of all jobs together (the job least recently written to goes first).
+  size_t max_log_bytes_per_rank = size_t{1} << 20;   // 1 MiB
+  size_t max_log_bytes_per_job = size_t{8} << 20;    // 8 MiB
+  size_t max_log_bytes_total = size_t{256} << 20;    // 256 MiB
+  // Bytes of output one GetLogs answer carries at most (under gRPC's default 4 MiB message
+  // limit); a reader further behind gets the rest from its next call, at once.
+  size_t max_log_bytes_per_answer = size_t{2} << 20;  // 2 MiB
+  // GetLogs says an attempt is over only this long after it ended: a daemon ships a rank's last
+  // output right after the rank process exited, which is often just after the attempt ended (the
+  // rank reported its end itself, or was stopped because the attempt ended).
+  absl::Duration log_linger = absl::Seconds(2);
 };
 
 }  // namespace ringleader

@@ -113,6 +113,7 @@ absl::Status RpcHandler::ReportProgress(const v1::ReportProgressRequest& request
   if (!stop.ok()) return stop.status();
   response->set_stop(stop->stop);
   response->set_stop_reason(stop->reason);
+  response->set_steps_judged(stop->steps_judged);
   return absl::OkStatus();
 }
 
@@ -122,6 +123,12 @@ absl::Status RpcHandler::FinishRank(const v1::FinishRankRequest& request,
       Attempt(request.job_id(), request.generation()), Rank(request.rank()),
       Coordinator::RankOutcome{request.ok(), request.error(), request.checkpoint_path(),
                                request.job_error()});
+}
+
+absl::Status RpcHandler::AppendLogs(const v1::AppendLogsRequest& request,
+                                    v1::AppendLogsResponse*) {
+  return coordinator_->AppendLogs(Attempt(request.job_id(), request.generation()),
+                                  Rank(request.rank()), request.offset(), request.data());
 }
 
 absl::Status RpcHandler::SubmitJob(const v1::SubmitJobRequest& request,
@@ -156,6 +163,21 @@ void RpcHandler::WatchJob(const v1::WatchJobRequest& request, v1::WatchJobRespon
       [response, done = std::move(done)](absl::StatusOr<v1::JobStatus> job) {
         if (!job.ok()) return done(job.status());
         *response->mutable_job() = std::move(*job);
+        done(absl::OkStatus());
+      });
+}
+
+void RpcHandler::GetLogs(const v1::GetLogsRequest& request, v1::GetLogsResponse* response,
+                         StatusCallback done) {
+  Coordinator::LogsQuery query;
+  if (request.has_rank()) query.rank = Rank(request.rank());
+  query.generation = Generation(request.generation());
+  for (const v1::LogCursor& cursor : request.after()) query.after[cursor.rank()] = cursor.offset();
+  coordinator_->GetLogsAsync(
+      JobId(request.job_id()), std::move(query), Deadline(request.wait_timeout_ms()),
+      [response, done = std::move(done)](absl::StatusOr<v1::GetLogsResponse> logs) {
+        if (!logs.ok()) return done(logs.status());
+        *response = std::move(*logs);
         done(absl::OkStatus());
       });
 }

@@ -3,7 +3,7 @@
 // directly.
 //
 // Unary RPCs return the status and fill `response` on success. Long polls (WaitAssignment,
-// KvGet, KvGetMany, WatchJob) fill `response` and then call `done` exactly once, possibly on
+// KvGet, KvGetMany, WatchJob, GetLogs) fill `response` and then call `done` exactly once, possibly on
 // another thread and possibly before returning; `response` must stay valid until then. A
 // request's `wait_timeout_ms` becomes the deadline now + wait (capped by the coordinator's
 // max_wait).
@@ -40,6 +40,7 @@ class RpcHandler {
   absl::Status ReportProgress(const v1::ReportProgressRequest& request,
                               v1::ReportProgressResponse* response);
   absl::Status FinishRank(const v1::FinishRankRequest& request, v1::FinishRankResponse* response);
+  absl::Status AppendLogs(const v1::AppendLogsRequest& request, v1::AppendLogsResponse* response);
 
   // JobService.
   absl::Status SubmitJob(const v1::SubmitJobRequest& request, v1::SubmitJobResponse* response);
@@ -48,6 +49,9 @@ class RpcHandler {
                              v1::GetJobMetricsResponse* response);
   void WatchJob(const v1::WatchJobRequest& request, v1::WatchJobResponse* response,
                 StatusCallback done);
+  // A cursor listed twice for one rank: the last one counts.
+  void GetLogs(const v1::GetLogsRequest& request, v1::GetLogsResponse* response,
+               StatusCallback done);
   absl::Status ListJobs(const v1::ListJobsRequest& request, v1::ListJobsResponse* response);
   absl::Status ListWorkers(const v1::ListWorkersRequest& request,
                            v1::ListWorkersResponse* response);

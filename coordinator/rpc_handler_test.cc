@@ -94,5 +94,51 @@ TEST_F(RpcHandlerTest, SubmitThenAssignmentAndProgressResponses) {
   EXPECT_EQ(jobs.jobs(0).state(), v1::JOB_STATE_CANCELLED);
 }
 
+// Logs: an AppendLogsRequest becomes an append, a GetLogsRequest's rank, generation and cursors
+// a query; ReportProgress answers how many steps were judged.
+TEST_F(RpcHandlerTest, LogsRequestsAndStepsJudged) {
+  const WorkerId worker = Register("a");
+  const JobId job = Submit(1);
+  std::vector<v1::Assignment> assignments = TakeAndJoin({worker});
+  v1::AppendLogsRequest append;
+  append.set_job_id(job.value());
+  append.set_generation(1);
+  append.set_rank(0);
+  append.set_offset(0);
+  append.set_data("hello\nworld\n");
+  v1::AppendLogsResponse appended;
+  ASSERT_TRUE(handler_.AppendLogs(append, &appended).ok());
+  append.set_generation(2);
+  EXPECT_EQ(handler_.AppendLogs(append, &appended).code(), absl::StatusCode::kFailedPrecondition);
+
+  v1::GetLogsRequest get;
+  get.set_job_id(job.value());
+  get.set_rank(0);
+  v1::LogCursor* cursor = get.add_after();
+  cursor->set_rank(0);
+  cursor->set_offset(6);
+  v1::GetLogsResponse logs;
+  absl::Status status = absl::UnknownError("not called");
+  handler_.GetLogs(get, &logs, [&](absl::Status s) { status = s; });
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(logs.generation(), 1u);
+  ASSERT_EQ(logs.chunks_size(), 1);
+  EXPECT_EQ(logs.chunks(0).offset(), 6u);
+  EXPECT_EQ(logs.chunks(0).data(), "world\n");
+  get.set_rank(1);
+  status = absl::UnknownError("not called");
+  handler_.GetLogs(get, &logs, [&](absl::Status s) { status = s; });
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+
+  v1::ReportProgressRequest report;
+  report.set_job_id(job.value());
+  report.set_generation(1);
+  report.set_rank(0);
+  report.add_steps()->set_step(1);
+  v1::ReportProgressResponse progress;
+  ASSERT_TRUE(handler_.ReportProgress(report, &progress).ok());
+  EXPECT_EQ(progress.steps_judged(), 1u);
+}
+
 }  // namespace
 }  // namespace ringleader

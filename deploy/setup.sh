@@ -10,6 +10,7 @@ PACKAGES=(
   libabsl-dev libgtest-dev libgmock-dev
   libgloo-dev libopenblas-dev zlib1g-dev libyaml-cpp-dev libsqlite3-dev nlohmann-json3-dev
   dataset-fashion-mnist
+  python3-torch python3-grpcio python3-protobuf python3-numpy
 )
 
 missing=()

@@ -254,15 +254,16 @@ int Cluster::WorkerIndex(const std::string& name) const {
   return -1;
 }
 
-std::vector<ProcessRef> Cluster::WorkerChildren(int i) const {
-  const pid_t daemon = WorkerPid(i);
+std::vector<ProcessRef> Cluster::WorkerChildren(int i) const { return ChildrenOf(WorkerPid(i)); }
+
+std::vector<ProcessRef> ChildrenOf(pid_t parent) {
   std::vector<ProcessRef> children;
   std::error_code error;
   for (const auto& entry : fs::directory_iterator("/proc", error)) {
     int pid = 0;
     if (!absl::SimpleAtoi(entry.path().filename().string(), &pid)) continue;
     const ProcStat stat = ReadProcStat(pid);
-    if (stat.exists && stat.parent == daemon) children.push_back({pid, stat.start_time});
+    if (stat.exists && stat.parent == parent) children.push_back({pid, stat.start_time});
   }
   return children;
 }
@@ -315,6 +316,17 @@ absl::StatusOr<v1::JobStatus> Cluster::GetJob(const std::string& job_id) {
   grpc::Status status = jobs_->GetJob(&context, request, &response);
   if (!status.ok()) return ToStatus(status, "GetJob");
   return response.job();
+}
+
+absl::StatusOr<v1::GetJobMetricsResponse> Cluster::GetMetrics(const std::string& job_id) {
+  grpc::ClientContext context;
+  context.set_deadline(DeadlineIn(kRpcTimeout));
+  v1::GetJobMetricsRequest request;
+  request.set_job_id(job_id);
+  v1::GetJobMetricsResponse response;
+  grpc::Status status = jobs_->GetJobMetrics(&context, request, &response);
+  if (!status.ok()) return ToStatus(status, "GetJobMetrics");
+  return response;
 }
 
 absl::Status Cluster::WaitForState(const std::string& job_id, v1::JobState state,

@@ -80,6 +80,8 @@ class Cluster {
 
   absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
   absl::StatusOr<v1::JobStatus> GetJob(const std::string& job_id);
+  // The current attempt's per-step, per-rank figures.
+  absl::StatusOr<v1::GetJobMetricsResponse> GetMetrics(const std::string& job_id);
   // Follows the job with WatchJob until it ends or `timeout` passes.
   JobHistory WaitForEnd(const std::string& job_id, absl::Duration timeout);
   // Polls until the job is in `state`. Errors: DEADLINE_EXCEEDED (naming the last state seen;
@@ -139,6 +141,9 @@ class Cluster {
 std::string RunfilePath(const std::string& relative);
 
 bool IsTerminal(v1::JobState state);
+
+// The child processes of `parent`, zombies included.
+std::vector<ProcessRef> ChildrenOf(pid_t parent);
 
 // Whether `process` (the same one, not a recycled pid) exists and is not a zombie.
 bool ProcessRunning(const ProcessRef& process);

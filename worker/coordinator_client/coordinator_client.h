@@ -41,6 +41,13 @@ class CoordinatorClient {
       const v1::ReportProgressRequest& request) = 0;
   virtual absl::StatusOr<v1::FinishRankResponse> FinishRank(
       const v1::FinishRankRequest& request) = 0;
+  // A rank's output, shipped by its daemon (log_shipper.h). UNIMPLEMENTED from a client that
+  // does not ship logs (this default; rank processes never call it) or from a coordinator older
+  // than the RPC: the daemon then stops shipping.
+  virtual absl::StatusOr<v1::AppendLogsResponse> AppendLogs(
+      const v1::AppendLogsRequest& /*request*/) {
+    return absl::UnimplementedError("AppendLogs: not implemented by this client");
+  }
 
   // Makes every in-flight call (long polls included) and every later call fail promptly with
   // CANCELLED. Used for shutdown, so a daemon never waits out a long poll. Idempotent.

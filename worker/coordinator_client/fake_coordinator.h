@@ -1,5 +1,6 @@
-// Test helper: a CoordinatorClient for rank processes run in-process (training_loop tests): it
-// records what the ranks report and answers like the coordinator would.
+// Test helper: a CoordinatorClient for rank processes run in-process (training_loop tests) and
+// for the daemon's log shipper: it records what the ranks report and the output shipped, and
+// answers like the coordinator would.
 #ifndef RINGLEADER_WORKER_COORDINATOR_CLIENT_FAKE_COORDINATOR_H_
 #define RINGLEADER_WORKER_COORDINATOR_CLIENT_FAKE_COORDINATOR_H_
 
@@ -12,13 +13,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "proto/ringleader.pb.h"
 #include "worker/coordinator_client/coordinator_client.h"
 
 namespace ringleader {
 
-// Records JoinJob / ReportProgress / FinishRank per rank; answers `stop` once a rank reported
-// step `stop_at_step`. Thread-safe.
+// Records JoinJob / ReportProgress / FinishRank / AppendLogs per rank; answers `stop` once a
+// rank reported step `stop_at_step`. Thread-safe.
 class FakeCoordinator : public CoordinatorClient {
  public:
   explicit FakeCoordinator(std::string fingerprint) : fingerprint_(std::move(fingerprint)) {}
@@ -77,9 +79,22 @@ class FakeCoordinator : public CoordinatorClient {
     finishes_[request.rank()].push_back(request);
     return v1::FinishRankResponse();
   }
+  absl::StatusOr<v1::AppendLogsResponse> AppendLogs(
+      const v1::AppendLogsRequest& request) override {
+    absl::MutexLock lock(&mu_);
+    ++append_calls_;
+    if (unreachable_) return absl::UnavailableError("coordinator unreachable (test)");
+    if (logs_over_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("stale generation ", request.generation(), " (test)"));
+    }
+    appends_[request.rank()].push_back(request);
+    return v1::AppendLogsResponse();
+  }
   void CancelAll() override {}
 
-  // While set, ReportProgress and FinishRank answer UNAVAILABLE (a coordinator outage).
+  // While set, ReportProgress, FinishRank and AppendLogs answer UNAVAILABLE (a coordinator
+  // outage).
   void set_unreachable(bool unreachable) {
     absl::MutexLock lock(&mu_);
     unreachable_ = unreachable;
@@ -113,6 +128,30 @@ class FakeCoordinator : public CoordinatorClient {
     absl::MutexLock lock(&mu_);
     return joins_[rank];
   }
+  // While set, AppendLogs answers FAILED_PRECONDITION (the attempt is over).
+  void set_logs_over(bool over) {
+    absl::MutexLock lock(&mu_);
+    logs_over_ = over;
+  }
+  // The AppendLogs calls accepted for `rank`, in order.
+  std::vector<v1::AppendLogsRequest> appends(uint32_t rank) {
+    absl::MutexLock lock(&mu_);
+    return appends_[rank];
+  }
+  // AppendLogs calls made, accepted or not.
+  int append_calls() {
+    absl::MutexLock lock(&mu_);
+    return append_calls_;
+  }
+  // Waits up to `timeout` until the accepted appends of `rank` reach byte `end` of its output.
+  bool WaitForLogs(uint32_t rank, uint64_t end, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto reached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      const std::vector<v1::AppendLogsRequest>& got = appends_[rank];
+      return !got.empty() && got.back().offset() + got.back().data().size() >= end;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(&reached), timeout);
+  }
 
  private:
   const std::string fingerprint_;
@@ -121,6 +160,9 @@ class FakeCoordinator : public CoordinatorClient {
   int over_after_probes_ ABSL_GUARDED_BY(mu_) = 0;
   int probes_ ABSL_GUARDED_BY(mu_) = 0;
   bool unreachable_ ABSL_GUARDED_BY(mu_) = false;
+  bool logs_over_ ABSL_GUARDED_BY(mu_) = false;
+  int append_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint32_t, std::vector<v1::AppendLogsRequest>> appends_ ABSL_GUARDED_BY(mu_);
   std::map<uint32_t, v1::JoinJobRequest> joins_ ABSL_GUARDED_BY(mu_);
   std::map<uint32_t, std::vector<v1::StepReport>> steps_ ABSL_GUARDED_BY(mu_);
   std::map<uint32_t, std::vector<v1::EpochReport>> epochs_ ABSL_GUARDED_BY(mu_);

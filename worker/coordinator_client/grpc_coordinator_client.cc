@@ -150,4 +150,9 @@ absl::StatusOr<v1::FinishRankResponse> GrpcCoordinatorClient::FinishRank(
   return Call("FinishRank", &Stub::FinishRank, request, options_.call_timeout, true);
 }
 
+absl::StatusOr<v1::AppendLogsResponse> GrpcCoordinatorClient::AppendLogs(
+    const v1::AppendLogsRequest& request) {
+  return Call("AppendLogs", &Stub::AppendLogs, request, options_.call_timeout, false);
+}
+
 }  // namespace ringleader

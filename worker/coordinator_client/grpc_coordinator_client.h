@@ -18,6 +18,10 @@
 //   NOT retried               why
 //   ReportProgress            a repeat would record the same steps twice; the rank sends the
 //                             next batch anyway
+//   AppendLogs                harmless to repeat (a retried offset is ignored), but the log
+//                             shipper tries the same offset again at its next tick itself, and
+//                             must not hold up the daemon's final report while the coordinator
+//                             is unreachable
 //
 // Every other code is returned at once. Status conversion (grpc::Status → absl::Status, same
 // code, message prefixed with the RPC name) happens in one place, FromGrpcStatus.
@@ -99,6 +103,8 @@ class GrpcCoordinatorClient : public CoordinatorClient {
       const v1::ReportProgressRequest& request) override;
   absl::StatusOr<v1::FinishRankResponse> FinishRank(
       const v1::FinishRankRequest& request) override;
+  absl::StatusOr<v1::AppendLogsResponse> AppendLogs(
+      const v1::AppendLogsRequest& request) override;
   void CancelAll() override;
 
  private:

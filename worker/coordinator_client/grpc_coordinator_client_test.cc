@@ -38,6 +38,12 @@ class ScriptedWorkerService : public v1::WorkerService::Service {
     ++report_calls;
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "overloaded");
   }
+  grpc::Status AppendLogs(grpc::ServerContext*, const v1::AppendLogsRequest* request,
+                          v1::AppendLogsResponse*) override {
+    ++append_calls;
+    if (request->data() == "accepted") return grpc::Status::OK;
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "overloaded");
+  }
   grpc::Status KvGet(grpc::ServerContext* context, const v1::KvGetRequest* request,
                      v1::KvGetResponse* response) override {
     deadline_left = context->deadline() - std::chrono::system_clock::now();
@@ -61,6 +67,7 @@ class ScriptedWorkerService : public v1::WorkerService::Service {
   std::atomic<int> get_many_calls{0};
   int unavailable_registrations = 0;
   std::atomic<int> report_calls{0};
+  std::atomic<int> append_calls{0};
   std::chrono::system_clock::duration deadline_left{};
   absl::Notification entered;
   absl::Notification release;
@@ -140,6 +147,20 @@ TEST_F(GrpcCoordinatorClientTest, ReportProgressIsNotRetried) {
   auto response = client->ReportProgress(v1::ReportProgressRequest());
   EXPECT_EQ(response.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(service_.report_calls, 1);
+  EXPECT_TRUE(waits_.empty());
+}
+
+// The log shipper sends the same offset again at its next tick itself.
+TEST_F(GrpcCoordinatorClientTest, AppendLogsIsNotRetried) {
+  auto client = NewClient();
+  v1::AppendLogsRequest request;
+  request.set_data("accepted");
+  EXPECT_TRUE(client->AppendLogs(request).ok());
+  request.set_data("refused");
+  auto response = client->AppendLogs(request);
+  EXPECT_EQ(response.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(response.status().message(), "AppendLogs: overloaded");
+  EXPECT_EQ(service_.append_calls, 2);
   EXPECT_TRUE(waits_.empty());
 }
 

@@ -26,6 +26,8 @@ class MockCoordinatorClient : public CoordinatorClient {
               (const v1::ReportProgressRequest&), (override));
   MOCK_METHOD(absl::StatusOr<v1::FinishRankResponse>, FinishRank,
               (const v1::FinishRankRequest&), (override));
+  MOCK_METHOD(absl::StatusOr<v1::AppendLogsResponse>, AppendLogs,
+              (const v1::AppendLogsRequest&), (override));
   MOCK_METHOD(void, CancelAll, (), (override));
 };
 

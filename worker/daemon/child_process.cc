@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,23 +33,46 @@ std::string ExitInfo::Describe() const {
 
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
     const std::vector<std::string>& argv, const std::string& log_path) {
+  ChildOptions options;
+  options.log_path = log_path;
+  return Start(argv, options);
+}
+
+absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
+    const std::vector<std::string>& argv, const ChildOptions& options) {
   if (argv.empty()) return absl::InvalidArgumentError("ChildProcess::Start: empty argv");
   if (access(argv[0].c_str(), X_OK) != 0) {
     return absl::NotFoundError(
         absl::StrCat("'", argv[0], "' is not an executable file: ", strerror(errno)));
+  }
+  if (!options.workdir.empty()) {
+    struct stat info;
+    if (stat(options.workdir.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+      return absl::NotFoundError(
+          absl::StrCat("working directory '", options.workdir, "' is not a directory"));
+    }
   }
   // Everything the child needs is prepared before fork (no allocation after it).
   std::vector<char*> args;
   args.reserve(argv.size() + 1);
   for (const std::string& arg : argv) args.push_back(const_cast<char*>(arg.c_str()));
   args.push_back(nullptr);
-  const char* log = log_path.c_str();
+  std::vector<char*> env;
+  if (options.env.has_value()) {
+    env.reserve(options.env->size() + 1);
+    for (const std::string& entry : *options.env) env.push_back(const_cast<char*>(entry.c_str()));
+    env.push_back(nullptr);
+  }
+  const char* log = options.log_path.empty() ? nullptr : options.log_path.c_str();
+  const char* workdir = options.workdir.empty() ? nullptr : options.workdir.c_str();
+  const int stderr_fd = options.stderr_fd;
+  const bool own_group = options.own_process_group;
   const pid_t parent = getpid();
 
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError(absl::StrCat("fork failed: ", strerror(errno)));
   if (pid == 0) {
-    setpgid(0, 0);
+    if (own_group) setpgid(0, 0);
     // Dies with the forking thread of the daemon; the getppid check closes the race where the
     // daemon died before prctl ran.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -60,22 +84,30 @@ absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Start(
     signal(SIGTERM, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     signal(SIGPIPE, SIG_DFL);
-    const int out = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (out >= 0) {
-      dup2(out, STDOUT_FILENO);
-      dup2(out, STDERR_FILENO);
+    if (log != nullptr) {
+      const int out = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+      if (out >= 0) {
+        dup2(out, STDOUT_FILENO);
+        dup2(out, STDERR_FILENO);
+      }
     }
+    if (stderr_fd >= 0) dup2(stderr_fd, STDERR_FILENO);
     const int in = open("/dev/null", O_RDONLY);
     if (in >= 0) dup2(in, STDIN_FILENO);
     // The daemon's sockets (gRPC) must not leak into the rank.
     close_range(3, ~0U, 0);
-    execv(args[0], args.data());
+    if (workdir != nullptr && chdir(workdir) != 0) _exit(126);
+    if (env.empty()) {
+      execv(args[0], args.data());
+    } else {
+      execve(args[0], args.data(), env.data());
+    }
     _exit(127);
   }
   // Also set in the parent, so a Terminate() right after Start finds the group (whichever of
   // parent and child runs first).
-  setpgid(pid, pid);
-  return std::unique_ptr<ChildProcess>(new ChildProcess(pid));
+  if (own_group) setpgid(pid, pid);
+  return std::unique_ptr<ChildProcess>(new ChildProcess(pid, own_group));
 }
 
 ChildProcess::~ChildProcess() {
@@ -88,7 +120,7 @@ ChildProcess::~ChildProcess() {
 }
 
 void ChildProcess::KillGroupLocked(int signal) {
-  if (kill(-pid_, signal) != 0) kill(pid_, signal);
+  if (!own_group_ || kill(-pid_, signal) != 0) kill(pid_, signal);
 }
 
 ExitInfo ChildProcess::Wait() {

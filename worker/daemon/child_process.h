@@ -4,7 +4,9 @@
 //
 // The child runs in its own process group (so a termination reaches any grandchildren too), dies
 // with SIGKILL if the thread that started it exits (PR_SET_PDEATHSIG: a killed daemon leaves no
-// orphaned ranks behind), and has stdout and stderr redirected to a log file.
+// orphaned ranks behind), and has stdout and stderr appended to a log file. ChildOptions can
+// instead keep the parent's group and stdout, send stderr to a pipe, and set the environment and
+// the working directory (the rank launcher runs a user's command this way).
 //
 //   Start ──> RUNNING ──exits / killed──────────────────────────────> EXITED (Wait returns)
 //                │
@@ -20,6 +22,7 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -46,6 +49,22 @@ struct ExitInfo {
 // "SIGABRT" for 6, "SIGKILL" for 9, ...; "signal N" for unknown numbers.
 std::string SignalName(int signal);
 
+// How a child is started. Plain struct; defaults commented.
+struct ChildOptions {
+  // stdout and stderr are appended to this file (created, truncated first; O_APPEND, so a
+  // reader may truncate it under the child). "" = the parent's stdout and stderr.
+  std::string log_path;
+  // When >= 0, the child's stderr goes to this descriptor (e.g. a pipe's write end) instead.
+  int stderr_fd = -1;
+  // The child's whole environment, "KEY=VALUE" each; unset = the parent's.
+  std::optional<std::vector<std::string>> env;
+  // Working directory of the child; "" = the parent's. Must be an existing directory.
+  std::string workdir;
+  // A process group of its own (Terminate signals the group). false: the parent's group,
+  // so a signal to the parent's group reaches the child too; Terminate signals the child only.
+  bool own_process_group = true;
+};
+
 class ChildProcess {
  public:
   // Forks and execs argv[0] (a path) with `argv`; stdout and stderr go to `log_path` (created or
@@ -53,6 +72,10 @@ class ChildProcess {
   // file), INTERNAL (fork failed). A child whose exec fails exits with code 127.
   static absl::StatusOr<std::unique_ptr<ChildProcess>> Start(const std::vector<std::string>& argv,
                                                              const std::string& log_path);
+  // The same with every option. Further errors: NOT_FOUND (options.workdir is not a
+  // directory). A child that cannot enter the working directory exits with code 126.
+  static absl::StatusOr<std::unique_ptr<ChildProcess>> Start(const std::vector<std::string>& argv,
+                                                             const ChildOptions& options);
   ~ChildProcess();
 
   ChildProcess(const ChildProcess&) = delete;
@@ -75,10 +98,11 @@ class ChildProcess {
   bool terminate_requested() const;
 
  private:
-  explicit ChildProcess(pid_t pid) : pid_(pid) {}
+  ChildProcess(pid_t pid, bool own_group) : pid_(pid), own_group_(own_group) {}
   void KillGroupLocked(int signal) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const pid_t pid_;
+  const bool own_group_;  // Terminate signals the whole group (else the child only)
   absl::Notification exited_;
   mutable absl::Mutex mu_;
   bool reaped_ ABSL_GUARDED_BY(mu_) = false;

@@ -4,6 +4,7 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -63,6 +64,55 @@ TEST(ChildProcessTest, ReportsExitCodeAndCapturesOutput) {
   EXPECT_TRUE((*child)->HasExited());
   EXPECT_EQ((*child)->Wait().exit_code, 3);  // repeated Wait gives the same answer
   EXPECT_EQ(ReadFile(log), "hello\noops\n");
+}
+
+TEST(ChildProcessTest, SetsEnvironmentWorkdirAndSendsStderrToAPipe) {
+  const std::string log = TmpPath("options.log");
+  const std::string dir = TmpPath("workdir");
+  fs::create_directories(dir);
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  ChildOptions options;
+  options.log_path = log;
+  options.stderr_fd = pipe_fds[1];
+  options.env = std::vector<std::string>{"GREETING=hi there", "PATH=/usr/bin:/bin"};
+  options.workdir = dir;
+  auto child = ChildProcess::Start(
+      {"/bin/sh", "-c", "echo \"$GREETING $HOME\"; pwd; echo to-stderr >&2"}, options);
+  ASSERT_TRUE(child.ok()) << child.status();
+  close(pipe_fds[1]);
+  EXPECT_TRUE((*child)->Wait().success());
+  char buffer[64] = {};
+  const ssize_t n = read(pipe_fds[0], buffer, sizeof(buffer) - 1);
+  close(pipe_fds[0]);
+  EXPECT_EQ(std::string(buffer, n > 0 ? n : 0), "to-stderr\n");
+  // Only the given environment: HOME is not inherited.
+  EXPECT_EQ(ReadFile(log), "hi there \n" + fs::canonical(dir).string() + "\n");
+}
+
+TEST(ChildProcessTest, MissingWorkdirIsNotFound) {
+  ChildOptions options;
+  options.workdir = TmpPath("no-such-dir");
+  auto child = ChildProcess::Start({"/bin/true"}, options);
+  ASSERT_FALSE(child.ok());
+  EXPECT_EQ(child.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(child.status().message(), HasSubstr("no-such-dir"));
+}
+
+TEST(ChildProcessTest, LogIsAppendedSoAReaderMayTruncateIt) {
+  const std::string log = TmpPath("append.log");
+  const std::string fifo = TmpPath("append.fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto child = ChildProcess::Start(
+      {"/bin/sh", "-c",
+       "echo first-line-that-is-long; echo ready > " + fifo + "; read x < " + fifo + "; echo b"},
+      log);
+  ASSERT_TRUE(child.ok()) << child.status();
+  EXPECT_EQ(AwaitReady(fifo), "ready");
+  fs::resize_file(log, 0);             // what a log rotation does
+  std::ofstream(fifo) << "go" << "\n";  // let the child write again
+  EXPECT_TRUE((*child)->Wait().success());
+  EXPECT_EQ(ReadFile(log), "b\n");  // at the new end, no hole of zeros
 }
 
 TEST(ChildProcessTest, ReportsTheKillingSignal) {

@@ -20,6 +20,7 @@ namespace fs = std::filesystem;
 
 constexpr char kAssignmentFile[] = "assignment.pb";
 constexpr char kLogFile[] = "rank.log";
+constexpr char kRotatedLogFile[] = "rank.log.1";
 constexpr char kReportMarkerFile[] = "finish_reported";
 // How much of the child's log the failure report quotes.
 constexpr size_t kMaxQuotedOutput = 300;
@@ -45,17 +46,18 @@ absl::Status ValidateOptions(const WorkerDaemonOptions& o) {
   if (o.wait_assignment_timeout <= absl::ZeroDuration() || o.kill_grace < absl::ZeroDuration() ||
       o.retry_interval <= absl::ZeroDuration() ||
       o.default_heartbeat_interval <= absl::ZeroDuration() ||
-      o.default_coordinator_grace < absl::ZeroDuration()) {
+      o.default_coordinator_grace < absl::ZeroDuration() ||
+      o.log_ship_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
-        "daemon timings: wait_assignment_timeout, retry_interval and "
-        "default_heartbeat_interval must be positive, kill_grace and coordinator_grace "
+        "daemon timings: wait_assignment_timeout, retry_interval, default_heartbeat_interval "
+        "and log_ship_interval must be positive, kill_grace and coordinator_grace "
         "non-negative");
   }
   return absl::OkStatus();
 }
 
 // The last non-empty line of `path` (at most kMaxQuotedOutput characters), or "".
-std::string LastLineOf(const fs::path& path) {
+std::string LastLineIn(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return "";
   in.seekg(0, std::ios::end);
@@ -67,6 +69,13 @@ std::string LastLineOf(const fs::path& path) {
   const size_t newline = text.rfind('\n');
   if (newline != absl::string_view::npos) text = text.substr(newline + 1);
   return std::string(text.substr(0, kMaxQuotedOutput));
+}
+
+// The child's last line of output: in rank.log, or in rank.log.1 when a rotation just emptied
+// rank.log.
+std::string LastLineOf(const fs::path& dir) {
+  std::string last = LastLineIn(dir / kLogFile);
+  return last.empty() ? LastLineIn(dir / kRotatedLogFile) : last;
 }
 
 }  // namespace
@@ -351,7 +360,11 @@ void WorkerDaemon::RunAttempt(const v1::Assignment& assignment) {
   const fs::path marker = dir / kReportMarkerFile;
   std::error_code error;
   fs::create_directories(dir, error);
-  fs::remove(marker, error);  // a leftover from an earlier daemon using the same directory
+  // Leftovers from an earlier daemon using the same directory (an old rank.log.1 would pass for
+  // this attempt's output).
+  fs::remove(marker, error);
+  fs::remove(dir / kLogFile, error);
+  fs::remove(dir / kRotatedLogFile, error);
   {
     std::ofstream out(assignment_file, std::ios::binary | std::ios::trunc);
     if (!out || !assignment.SerializeToOstream(&out) || !out.flush()) {
@@ -406,7 +419,22 @@ void WorkerDaemon::RunAttempt(const v1::Assignment& assignment) {
   }
   Log(absl::StrCat("started ", what, " as pid ", (*child)->pid(), ", log ",
                    (dir / kLogFile).string()));
+  LogShipperOptions shipping;
+  shipping.interval = options_.log_ship_interval;
+  shipping.max_log_bytes = options_.max_log_bytes;
+  LogShipper shipper(client_, assignment.job_id(), assignment.generation(), assignment.rank(),
+                     (dir / kLogFile).string(), shipping);
+  shipper.Start();
   const ExitInfo exit = (*child)->Wait();
+  // The last output reaches the coordinator before the report below that it explains.
+  shipper.Finish();
+  const absl::StatusCode shipping_code = shipper.status().code();
+  if (shipping_code != absl::StatusCode::kOk &&
+      shipping_code != absl::StatusCode::kFailedPrecondition &&
+      shipping_code != absl::StatusCode::kNotFound && !stop_.HasBeenNotified()) {
+    Log(absl::StrCat("output of ", what, " was not shipped past byte ", shipper.shipped(), ": ",
+                     shipper.status().ToString()));
+  }
   const bool terminated = (*child)->terminate_requested();
   bool abandoned = false;
   {
@@ -422,7 +450,7 @@ void WorkerDaemon::RunAttempt(const v1::Assignment& assignment) {
   std::string message = absl::StrCat("rank process ", exit.Describe());
   if (exit.success()) absl::StrAppend(&message, " without reporting its result");
   if (terminated) absl::StrAppend(&message, " after the worker was told to stop it");
-  const std::string last = LastLineOf(dir / kLogFile);
+  const std::string last = LastLineOf(dir);
   if (!last.empty()) absl::StrAppend(&message, "; last output: ", last);
   report_failure(message);
 }

@@ -31,8 +31,14 @@
 // never dies because a child did.
 //
 // Files: every attempt gets <work_dir>/<job>-g<generation>-r<rank>/ holding assignment.pb (the
-// binary Assignment proto the child reads), rank.log (the child's stdout+stderr) and
-// finish_reported (written by the child once its FinishRank went through).
+// binary Assignment proto the child reads), rank.log (the child's stdout+stderr; a leftover of
+// an earlier run in the same directory is removed first) and finish_reported (written by the
+// child once its FinishRank went through).
+//
+// Output: while the child runs, a LogShipper (log_shipper.h) sends rank.log's new bytes to the
+// coordinator every `log_ship_interval` (AppendLogs; `ringleader logs` reads them) and rotates
+// it to rank.log.1 past `max_log_bytes`. After the child exited, its last output is sent before
+// the daemon reports the rank's end, so the coordinator holds the lines that explain it.
 //
 // Rank command line: <rank_binary> --assignment=<file> --coordinator=<address>
 //   --worker_id=<id> --report_marker=<file> [--gpu=<index>] [--victim_report_delay=<d>]
@@ -66,6 +72,7 @@
 #include "proto/ringleader.pb.h"
 #include "worker/coordinator_client/coordinator_client.h"
 #include "worker/daemon/child_process.h"
+#include "worker/daemon/log_shipper.h"
 
 namespace ringleader {
 
@@ -99,6 +106,11 @@ struct WorkerDaemonOptions {
   // How long a rank keeps running while the coordinator is unreachable, until a registration
   // says otherwise (RegisterWorkerResponse.coordinator_grace_ms).
   absl::Duration default_coordinator_grace = absl::Seconds(60);
+  // How often a running rank's new output is sent to the coordinator.
+  absl::Duration log_ship_interval = absl::Milliseconds(250);
+  // rank.log is rotated (copied to rank.log.1, then truncated) once it holds more than this;
+  // 0 = never.
+  uint64_t max_log_bytes = uint64_t{64} << 20;  // 64 MiB
   // Not owned; nullptr = Clock::Real(). Measures how long the coordinator has been unreachable.
   Clock* clock = nullptr;
 };

@@ -6,6 +6,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -62,7 +63,15 @@ struct CoordinatorState {
   // The next FinishRank calls answer UNAVAILABLE this many times.
   int finish_unavailable ABSL_GUARDED_BY(mu) = 0;
   std::vector<v1::WaitAssignmentRequest> polled ABSL_GUARDED_BY(mu);
+  // The output shipped (AppendLogs), by "job/generation/rank", and what had been shipped of the
+  // job when each FinishRank arrived.
+  std::map<std::string, std::string> shipped ABSL_GUARDED_BY(mu);
+  std::vector<std::string> shipped_at_finish ABSL_GUARDED_BY(mu);
 };
+
+std::string LogKey(const std::string& job, uint64_t generation, uint32_t rank) {
+  return absl::StrCat(job, "/", generation, "/", rank);
+}
 
 v1::Assignment MakeAssignment(const std::string& job, const std::string& mode,
                               const std::string& ready_file = "") {
@@ -163,7 +172,21 @@ class WorkerDaemonTest : public ::testing::Test {
         return absl::StatusOr<v1::FinishRankResponse>(absl::UnavailableError("no coordinator"));
       }
       state_.finished.push_back(request);
+      state_.shipped_at_finish.push_back(
+          state_.shipped[LogKey(request.job_id(), request.generation(), request.rank())]);
       return absl::StatusOr<v1::FinishRankResponse>(v1::FinishRankResponse());
+    }));
+    ON_CALL(client_, AppendLogs(_)).WillByDefault(Invoke([this](const auto& request) {
+      absl::MutexLock lock(&state_.mu);
+      std::string& shipped =
+          state_.shipped[LogKey(request.job_id(), request.generation(), request.rank())];
+      if (request.offset() != shipped.size()) {
+        return absl::StatusOr<v1::AppendLogsResponse>(
+            absl::InvalidArgumentError(absl::StrCat("offset ", request.offset(), " after ",
+                                                    shipped.size(), " bytes (test)")));
+      }
+      shipped += request.data();
+      return absl::StatusOr<v1::AppendLogsResponse>(v1::AppendLogsResponse());
     }));
     ON_CALL(client_, CancelAll()).WillByDefault(Invoke([this] {
       absl::MutexLock lock(&state_.mu);
@@ -470,6 +493,19 @@ TEST_F(WorkerDaemonTest, AbortedChildIsReportedWithTheSignalNameAndTheDaemonCarr
   EXPECT_EQ(second.job_id(), "job-b");
   EXPECT_THAT(second.error(), HasSubstr("rank process exited with code 3"));
   EXPECT_EQ(daemon_->attempts_started(), 2);
+}
+
+// The coordinator holds the rank's last words before the daemon reports its death: with no
+// shipping tick during the child's short life, the final drain sends them.
+TEST_F(WorkerDaemonTest, TheChildsLastOutputIsShippedBeforeItsFailureIsReported) {
+  options_.log_ship_interval = absl::Hours(1);
+  StartDaemon();
+  Assign(MakeAssignment("job-words", "abort"));
+  const v1::FinishRankRequest report = Finished(0);
+  EXPECT_THAT(report.error(), HasSubstr("aborting on purpose"));
+  absl::MutexLock lock(&state_.mu);
+  ASSERT_EQ(state_.shipped_at_finish.size(), 1u);
+  EXPECT_EQ(state_.shipped_at_finish[0], "fake rank: aborting on purpose\n");
 }
 
 TEST_F(WorkerDaemonTest, RankCommandLineCarriesAssignmentCoordinatorWorkerIdAndExtraArgs) {

@@ -8,8 +8,13 @@
 // use its GPU reports FAILED_PRECONDITION "no usable GPU: ..." through FinishRank before any
 // rendezvous.
 //
+// A command job (JobSpec.command) runs the user's program instead (worker/launcher/
+// command_rank.h), in the attempt directory unless the spec names a workdir, with the
+// ringleader Python package (--python_path) first on its PYTHONPATH.
+//
 // Exit codes: 0 = the rank finished successfully; 1 = it failed (and said why in FinishRank,
 // if the coordinator was reachable); 2 = bad command line or unreadable assignment.
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -23,7 +28,9 @@
 #include "absl/time/time.h"
 #include "proto/ringleader.pb.h"
 #include "worker/collective/gloo_collective.h"
+#include "worker/coordinator_client/coordinator_key_value_store.h"
 #include "worker/coordinator_client/grpc_coordinator_client.h"
+#include "worker/launcher/command_rank.h"
 #include "worker/rank/collective_factory.h"
 #include "worker/rank/training_loop.h"
 #include "worker/trainer/cpu_math.h"
@@ -52,6 +59,12 @@ ABSL_FLAG(absl::Duration, victim_report_delay, absl::Seconds(2),
 ABSL_FLAG(absl::Duration, coordinator_grace, absl::Seconds(60),
           "How long this rank keeps trying to deliver its last reports and its result while the "
           "coordinator is unreachable (the daemon sets it from the coordinator's grace).");
+ABSL_FLAG(std::string, python_path, "",
+          "Root of the ringleader Python package, put first on a command job's PYTHONPATH; empty "
+          "= python/pkg next to this binary's directory (where the build puts it), if there.");
+ABSL_FLAG(absl::Duration, kill_grace, absl::Seconds(5),
+          "A command job's program gets SIGTERM, then SIGKILL after this long, when the "
+          "coordinator stops the attempt.");
 ABSL_FLAG(std::string, test_only_mutate_spec, "",
           "TEST HOOK, never in real jobs: JOB_NAME:RANK makes that rank of jobs named JOB_NAME "
           "double its learning rate before fingerprinting its spec.");
@@ -67,6 +80,37 @@ bool MutateSpecHookApplies(const std::string& hook, const v1::Assignment& assign
   return parts.size() == 2 && parts[0] == assignment.spec().name() &&
          absl::SimpleAtoi(parts[1], &rank) && rank == assignment.rank();
 }
+
+// --python_path, or <dir of this binary>/../python/pkg when that exists (a build tree).
+std::string PythonPackageRoot() {
+  if (std::string flag = absl::GetFlag(FLAGS_python_path); !flag.empty()) return flag;
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return "";
+  const std::filesystem::path root = self.parent_path().parent_path() / "python" / "pkg";
+  return std::filesystem::is_directory(root, error) ? root.string() : "";
+}
+
+// A command job (JobSpec.command): this process launches the user's program.
+RankRunResult RunCommandJob(const v1::Assignment& assignment, CoordinatorClient* client,
+                            const std::string& coordinator, const std::string& attempt_dir) {
+  CoordinatorKeyValueStore store(client, assignment.job_id(), assignment.generation());
+  CommandRankOptions options;
+  options.worker_id = absl::GetFlag(FLAGS_worker_id);
+  options.coordinator_address = coordinator;
+  options.collective_host = absl::GetFlag(FLAGS_collective_host);
+  options.python_path = PythonPackageRoot();
+  options.default_workdir = attempt_dir;
+  options.gpu = absl::GetFlag(FLAGS_gpu);
+  for (char** entry = environ; *entry != nullptr; ++entry) options.inherited_env.push_back(*entry);
+  options.rendezvous_timeout = absl::GetFlag(FLAGS_rendezvous_timeout);
+  options.coordinator_grace = absl::GetFlag(FLAGS_coordinator_grace);
+  options.kill_grace = absl::GetFlag(FLAGS_kill_grace);
+  options.store = &store;
+  return RunCommandRank(assignment, client, options);
+}
+
+int Finish(const RankRunResult& result);
 
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -88,6 +132,12 @@ int Main(int argc, char** argv) {
   }
 
   std::unique_ptr<GrpcCoordinatorClient> client = GrpcCoordinatorClient::Create(coordinator);
+  if (assignment.spec().command_size() > 0) {
+    const RankRunResult result =
+        RunCommandJob(assignment, client.get(), coordinator,
+                      std::filesystem::path(assignment_path).parent_path().string());
+    return Finish(result);
+  }
   GlooOptions gloo;
   gloo.hostname = absl::GetFlag(FLAGS_collective_host);
   gloo.comm_threads = absl::GetFlag(FLAGS_comm_threads);
@@ -113,7 +163,11 @@ int Main(int argc, char** argv) {
       MutateSpecHookApplies(absl::GetFlag(FLAGS_test_only_mutate_spec), assignment);
   options.make_collective = MakeCollectiveFactory(client.get(), gloo);
 
-  const RankRunResult result = RunRank(assignment, client.get(), options);
+  return Finish(RunRank(assignment, client.get(), options));
+}
+
+// Writes the report marker (the daemon then knows this rank spoke for itself); the exit code.
+int Finish(const RankRunResult& result) {
   if (result.finish_reported) {
     if (const std::string marker = absl::GetFlag(FLAGS_report_marker); !marker.empty()) {
       std::ofstream(marker) << (result.status.ok() ? "ok\n" : "failed\n");

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/time/clock.h"
+#include "worker/rank/finish_report.h"
 #include "worker/rank/training_loop.h"
 
 namespace ringleader {
@@ -68,24 +69,8 @@ RankRunResult RunRank(const v1::Assignment& assignment, CoordinatorClient* clien
   if (outcome.ok()) request.set_checkpoint_path(outcome->checkpoint_path);
   // The client retried UNAVAILABLE for a few seconds already; a coordinator restarting
   // within its grace still gets the report.
-  absl::StatusOr<v1::FinishRankResponse> finished = client->FinishRank(request);
-  const absl::Duration pause = std::max(options.coordinator_retry_pause, absl::Milliseconds(1));
-  for (int64_t retry = 0; retry < options.coordinator_grace / pause && !finished.ok() &&
-                          IsTransient(finished.status());
-       ++retry) {
-    if (options.sleep) {
-      options.sleep(pause);
-    } else {
-      absl::SleepFor(pause);
-    }
-    finished = client->FinishRank(request);
-  }
-  const absl::StatusCode code = finished.status().code();
-  result.finish_reported = finished.ok() || code == absl::StatusCode::kFailedPrecondition ||
-                           code == absl::StatusCode::kNotFound;
-  if (!finished.ok()) {
-    std::cerr << "[ringleader-rank] FinishRank: " << finished.status() << std::endl;
-  }
+  result.finish_reported = DeliverFinishRank(client, request, options.coordinator_grace,
+                                             options.coordinator_retry_pause, options.sleep);
   return result;
 }
 

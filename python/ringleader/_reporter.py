@@ -1,0 +1,201 @@
+"""Sends a rank's StepReports to the coordinator (WorkerService.ReportProgress).
+
+A background thread batches the reports: `add()` never blocks training (a bounded queue; when it
+is full the oldest report is dropped, which the coordinator's step judge tolerates), and at most
+one ReportProgress is sent every `min_interval_s` unless someone waits in `flush()`. UNAVAILABLE
+and DEADLINE_EXCEEDED are retried with backoff; FAILED_PRECONDITION (a stale generation: the
+attempt is over) and an answer with `stop` set `stop_reason`, which the watcher turns into
+JobStopped at the next optimizer step.
+"""
+from __future__ import annotations
+
+import collections
+import sys
+import threading
+import time
+
+import grpc
+
+from ringleader._proto import ringleader_pb2 as pb
+from ringleader._proto import ringleader_pb2_grpc as pb_grpc
+
+_RETRIED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+
+def _log(message: str) -> None:
+    print(f"ringleader: {message}", file=sys.stderr, flush=True)
+
+
+class Reporter:
+    """One rank's report channel to the coordinator. Thread-safe."""
+
+    def __init__(self, address: str, job_id: str, generation: int, rank: int, *,
+                 min_interval_s: float = 0.1, max_queue: int = 4096, max_batch: int = 512,
+                 rpc_timeout_s: float = 10.0, retry_for_s: float = 60.0) -> None:
+        self.address = address
+        self.job_id = job_id
+        self.generation = generation
+        self.rank = rank
+        self._min_interval_s = min_interval_s
+        self._max_queue = max_queue
+        self._max_batch = max_batch
+        self._rpc_timeout_s = rpc_timeout_s
+        self._retry_for_s = retry_for_s
+
+        self._channel = grpc.insecure_channel(address)
+        self._stub = pb_grpc.WorkerServiceStub(self._channel)
+
+        self._cv = threading.Condition()
+        self._queue: collections.deque[pb.StepReport] = collections.deque()
+        self._enqueued = 0  # reports ever added
+        self._done = 0  # reports sent or dropped
+        self._flushing = 0  # callers waiting in flush()
+        self._closing = False
+        self._last_send = 0.0
+        self._stop_reason: str | None = None
+        self._steps_judged = 0
+        self.dropped = 0  # reports dropped (queue full or undeliverable)
+        self.sent_batches = 0
+        self._warned: set[grpc.StatusCode] = set()
+
+        self._thread = threading.Thread(target=self._run, name="ringleader-reporter", daemon=True)
+        self._thread.start()
+
+    # -- what training sees -------------------------------------------------------------------
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why the coordinator wants this attempt stopped; None while it runs on."""
+        return self._stop_reason
+
+    @property
+    def steps_judged(self) -> int:
+        """Steps of this attempt the coordinator's judge has judged (latest answer)."""
+        return self._steps_judged
+
+    def add(self, report: pb.StepReport) -> None:
+        """Queues one report; never blocks (drops the oldest queued report when full)."""
+        with self._cv:
+            if self._closing:
+                return
+            if len(self._queue) >= self._max_queue:
+                self._queue.popleft()
+                self.dropped += 1
+                self._done += 1
+            self._queue.append(report)
+            self._enqueued += 1
+            if len(self._queue) == 1 or self._flushing:
+                self._cv.notify_all()
+
+    def flush(self, timeout_s: float = 10.0) -> bool:
+        """Waits until every report added so far was sent (or dropped). False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        with self._cv:
+            target = self._enqueued
+            self._flushing += 1
+            self._cv.notify_all()
+            try:
+                while self._done < target:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not self._thread.is_alive():
+                        return False
+                    self._cv.wait(left)
+                return True
+            finally:
+                self._flushing -= 1
+
+    def poll(self) -> bool:
+        """One ReportProgress without reports (asks for stop / steps_judged). False when the
+        coordinator could not be reached."""
+        request = pb.ReportProgressRequest(job_id=self.job_id, generation=self.generation,
+                                           rank=self.rank)
+        try:
+            response = self._stub.ReportProgress(request, timeout=self._rpc_timeout_s)
+        except grpc.RpcError as error:
+            return self._note_error(error, reports=0)
+        self._note_answer(response)
+        return True
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Flushes (at most `timeout_s`), stops the thread and closes the channel. Idempotent."""
+        with self._cv:
+            if self._closing:
+                return
+        if not self.flush(timeout_s):
+            with self._cv:
+                left = len(self._queue)
+            if left:
+                _log(f"{left} step reports not delivered to {self.address} before exit")
+        with self._cv:
+            self._closing = True
+            self._cv.notify_all()
+        self._thread.join(timeout=1.0)
+        self._channel.close()
+
+    # -- the sender thread --------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._queue and not self._closing:
+                    self._cv.wait()
+                if self._closing and not self._queue:
+                    return
+                # Linger so that one RPC carries many steps, unless someone waits for them.
+                while not self._flushing and not self._closing:
+                    left = self._last_send + self._min_interval_s - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cv.wait(left)
+                batch = [self._queue.popleft()
+                         for _ in range(min(len(self._queue), self._max_batch))]
+            delivered = self._send(batch)
+            with self._cv:
+                self._last_send = time.monotonic()
+                self.sent_batches += 1
+                if not delivered:
+                    self.dropped += len(batch)
+                self._done += len(batch)
+                self._cv.notify_all()
+
+    def _send(self, batch: list[pb.StepReport]) -> bool:
+        request = pb.ReportProgressRequest(job_id=self.job_id, generation=self.generation,
+                                           rank=self.rank, steps=batch)
+        give_up = time.monotonic() + self._retry_for_s
+        backoff = 0.05
+        while True:
+            try:
+                response = self._stub.ReportProgress(request, timeout=self._rpc_timeout_s)
+            except grpc.RpcError as error:
+                retry = error.code() in _RETRIED
+                if not retry or time.monotonic() + backoff > give_up or self._closing:
+                    self._note_error(error, reports=len(batch))
+                    return False
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+                continue
+            self._note_answer(response)
+            return True
+
+    def _note_answer(self, response: pb.ReportProgressResponse) -> None:
+        with self._cv:
+            if response.steps_judged > self._steps_judged:
+                self._steps_judged = response.steps_judged
+            if response.stop and self._stop_reason is None:
+                self._stop_reason = response.stop_reason or "the coordinator stopped this attempt"
+
+    def _note_error(self, error: grpc.RpcError, reports: int) -> bool:
+        code = error.code()
+        details = error.details() or code.name
+        if code == grpc.StatusCode.FAILED_PRECONDITION:
+            # A stale generation (or a finished job): this attempt must be abandoned.
+            with self._cv:
+                if self._stop_reason is None:
+                    self._stop_reason = f"the coordinator refused this attempt's reports: {details}"
+            return False
+        if code not in self._warned:
+            self._warned.add(code)
+            what = f"{reports} step reports" if reports else "a progress poll"
+            _log(f"ReportProgress to {self.address} failed ({code.name}: {details}); "
+                 f"{what} lost (said once per error kind)")
+        return False

@@ -1,0 +1,152 @@
+"""The report channel (ringleader._reporter) and the collective digest, against a fake
+coordinator."""
+from __future__ import annotations
+
+import unittest
+
+import grpc
+
+from fake_coordinator import FakeCoordinator
+from ringleader import _digest, _env
+from ringleader._proto import ringleader_pb2 as pb
+from ringleader._reporter import Reporter
+
+
+class ReporterTest(unittest.TestCase):
+    fake: FakeCoordinator
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.fake = FakeCoordinator()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.fake.stop()
+
+    def reporter(self, job: str, **kwargs: object) -> Reporter:
+        reporter = Reporter(self.fake.address, job, 3, 0, **kwargs)  # type: ignore[arg-type]
+        self.addCleanup(reporter.close, 1.0)
+        return reporter
+
+    def test_batches_reports_in_order(self) -> None:
+        self.fake.configure("batch", world_size=1)
+        reporter = self.reporter("batch", min_interval_s=0.2)
+        for step in range(1, 101):
+            reporter.add(pb.StepReport(step=step, loss=step / 10))
+        self.assertTrue(reporter.flush(10))
+        self.assertEqual([s.step for s in self.fake.steps("batch", 0)], list(range(1, 101)))
+        requests = self.fake.requests("batch")
+        self.assertLessEqual(len(requests), 3)
+        self.assertEqual({(r.job_id, r.generation, r.rank) for r in requests}, {("batch", 3, 0)})
+        self.assertEqual(reporter.steps_judged, 100)
+        self.assertIsNone(reporter.stop_reason)
+
+    def test_unavailable_is_retried(self) -> None:
+        self.fake.configure("flaky", world_size=1, fail_code=grpc.StatusCode.UNAVAILABLE,
+                            fail_count=3)
+        reporter = self.reporter("flaky")
+        reporter.add(pb.StepReport(step=1))
+        self.assertTrue(reporter.flush(10))
+        self.assertEqual([s.step for s in self.fake.steps("flaky", 0)], [1])
+        self.assertEqual(reporter.dropped, 0)
+
+    def test_stale_generation_stops_the_attempt(self) -> None:
+        self.fake.configure("stale", world_size=1,
+                            fail_code=grpc.StatusCode.FAILED_PRECONDITION, fail_count=1)
+        reporter = self.reporter("stale")
+        reporter.add(pb.StepReport(step=1))
+        self.assertTrue(reporter.flush(10))
+        self.assertIn("refused this attempt's reports", reporter.stop_reason or "")
+        self.assertEqual(reporter.dropped, 1)
+
+    def test_stop_answer(self) -> None:
+        self.fake.configure("stop", world_size=1, stop_after_step=2, stop_reason="cancelled")
+        reporter = self.reporter("stop")
+        reporter.add(pb.StepReport(step=1))
+        self.assertTrue(reporter.flush(10))
+        self.assertIsNone(reporter.stop_reason)
+        reporter.add(pb.StepReport(step=2))
+        self.assertTrue(reporter.flush(10))
+        self.assertEqual(reporter.stop_reason, "cancelled")
+
+    def test_poll_reads_steps_judged(self) -> None:
+        self.fake.configure("poll", world_size=2)
+        reporter = self.reporter("poll")
+        reporter.add(pb.StepReport(step=1))
+        self.assertTrue(reporter.flush(10))
+        self.assertEqual(reporter.steps_judged, 0)  # rank 1 has not reported step 1
+        other = Reporter(self.fake.address, "poll", 3, 1)
+        other.add(pb.StepReport(step=1))
+        other.close(5)
+        self.assertTrue(reporter.poll())
+        self.assertEqual(reporter.steps_judged, 1)
+
+    def test_bounded_queue_drops_the_oldest(self) -> None:
+        self.fake.configure("full", world_size=1)
+        # A long linger: reports pile up behind the first batch.
+        reporter = self.reporter("full", max_queue=5, min_interval_s=30)
+        for step in range(1, 21):
+            reporter.add(pb.StepReport(step=step))
+        self.assertTrue(reporter.flush(10))
+        steps = [s.step for s in self.fake.steps("full", 0)]
+        self.assertEqual(steps[-5:], [16, 17, 18, 19, 20])
+        self.assertEqual(len(steps) + reporter.dropped, 20)
+        self.assertGreaterEqual(reporter.dropped, 10)
+
+    def test_unreachable_coordinator_never_blocks_training(self) -> None:
+        reporter = Reporter("127.0.0.1:1", "nobody", 1, 0, retry_for_s=0.2, rpc_timeout_s=0.5)
+        for step in range(1, 4):
+            reporter.add(pb.StepReport(step=step))
+        self.assertFalse(reporter.poll())
+        self.assertTrue(reporter.flush(10))
+        self.assertEqual(reporter.dropped, 3)
+        reporter.close(1)
+
+
+class DigestTest(unittest.TestCase):
+    def test_fnv1a_reference_values(self) -> None:
+        self.assertEqual(_digest.fnv1a64(b""), 0xCBF29CE484222325)
+        self.assertEqual(_digest.fnv1a64(b"a"), 0xAF63DC4C8601EC8C)
+        self.assertEqual(_digest.fnv1a64(b"foobar"), 0x85944171F73967E8)
+
+    def test_digest_depends_on_every_field_and_the_order(self) -> None:
+        base = [("allreduce", 0, 1000, "float32"), ("allreduce", 1, 500, "float32")]
+        digest = _digest.collective_digest(base)
+        self.assertEqual(digest, _digest.collective_digest(list(base)))
+        variants = [
+            list(reversed(base)),
+            [("broadcast", 0, 1000, "float32"), base[1]],
+            [("allreduce", 2, 1000, "float32"), base[1]],
+            [("allreduce", 0, 1001, "float32"), base[1]],
+            [("allreduce", 0, 1000, "bfloat16"), base[1]],
+            base[:1],
+        ]
+        digests = {_digest.collective_digest(v) for v in variants}
+        self.assertEqual(len(digests), len(variants))
+        self.assertNotIn(digest, digests)
+        self.assertLess(digest, 1 << 64)
+
+
+class EnvTest(unittest.TestCase):
+    def test_outside_ringleader(self) -> None:
+        self.assertIsNone(_env.from_environ({"RANK": "1"}))
+
+    def test_inside(self) -> None:
+        env = _env.from_environ({"RINGLEADER_COORDINATOR": "h:1", "RINGLEADER_JOB": "job-7",
+                                 "RINGLEADER_GENERATION": "2", "RINGLEADER_RANK": "3",
+                                 "RANK": "9"})
+        self.assertEqual(env, _env.RingleaderEnv("h:1", "job-7", 2, 3))
+        env = _env.from_environ({"RINGLEADER_COORDINATOR": "h:1", "RINGLEADER_JOB": "j",
+                                 "RANK": "1"})
+        self.assertEqual((env.generation, env.rank), (1, 1))
+
+    def test_malformed(self) -> None:
+        with self.assertRaisesRegex(ValueError, "RINGLEADER_JOB is not set"):
+            _env.from_environ({"RINGLEADER_COORDINATOR": "h:1"})
+        with self.assertRaisesRegex(ValueError, "RINGLEADER_GENERATION='x' is not an integer"):
+            _env.from_environ({"RINGLEADER_COORDINATOR": "h:1", "RINGLEADER_JOB": "j",
+                               "RINGLEADER_GENERATION": "x"})
+
+
+if __name__ == "__main__":
+    unittest.main()

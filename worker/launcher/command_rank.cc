@@ -1,0 +1,174 @@
+#include "worker/launcher/command_rank.h"
+
+#include <filesystem>
+#include <memory>
+#include <system_error>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/notification.h"
+#include "common/job_spec.h"
+#include "worker/daemon/child_process.h"
+#include "worker/launcher/command_env.h"
+#include "worker/launcher/output_tail.h"
+#include "worker/rank/finish_report.h"
+#include "worker/rank/progress_reporter.h"
+
+namespace ringleader {
+namespace {
+
+std::string EnvValue(const std::vector<std::string>& env, const std::string& name) {
+  const std::string prefix = name + "=";
+  for (const std::string& entry : env) {
+    if (entry.compare(0, prefix.size(), prefix) == 0) return entry.substr(prefix.size());
+  }
+  return "";
+}
+
+// "command exited with code 1: ValueError: boom" plus the last lines of stderr.
+std::string DescribeFailure(const ExitInfo& exit, const std::vector<std::string>& stderr_tail) {
+  std::vector<std::string> lines;
+  for (const std::string& line : stderr_tail) {
+    if (!absl::StripAsciiWhitespace(line).empty()) lines.push_back(line);
+  }
+  std::string message = absl::StrCat("command ", exit.Describe());
+  if (lines.empty()) return absl::StrCat(message, " (its stderr was empty)");
+  absl::StrAppend(&message, ": ", absl::StripAsciiWhitespace(lines.back()),
+                  "\nlast lines of its stderr:\n", absl::StrJoin(lines, "\n"));
+  return message;
+}
+
+// MASTER_ADDR and MASTER_PORT for this attempt: rank 0 reserves and publishes, others read.
+absl::StatusOr<std::pair<std::string, int>> AgreeOnMaster(const v1::Assignment& assignment,
+                                                          const CommandRankOptions& options) {
+  if (assignment.rank() == 0) {
+    absl::StatusOr<int> port = ReserveFreePort(options.collective_host);
+    if (!port.ok()) return port.status();
+    absl::Status published = options.store->Set(
+        kTorchMasterKey, absl::StrCat(options.collective_host, ":", *port));
+    if (!published.ok()) return published;
+    return std::make_pair(options.collective_host, *port);
+  }
+  absl::StatusOr<std::string> master =
+      options.store->Get(kTorchMasterKey, options.rendezvous_timeout);
+  if (!master.ok()) {
+    return absl::Status(master.status().code(),
+                        absl::StrCat("waiting for rank 0's MASTER_ADDR:MASTER_PORT: ",
+                                     master.status().message()));
+  }
+  const size_t colon = master->rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(master->substr(colon + 1), &port)) {
+    return absl::InternalError(absl::StrCat("rank 0 published a bad address '", *master, "'"));
+  }
+  return std::make_pair(master->substr(0, colon), port);
+}
+
+}  // namespace
+
+RankRunResult RunCommandRank(const v1::Assignment& assignment, CoordinatorClient* client,
+                             const CommandRankOptions& options) {
+  const v1::JobSpec& spec = assignment.spec();
+  RankRunResult result;
+  auto finish = [&](const absl::Status& status, bool job_error) {
+    result.status = status;
+    v1::FinishRankRequest request;
+    request.set_job_id(assignment.job_id());
+    request.set_generation(assignment.generation());
+    request.set_rank(assignment.rank());
+    request.set_ok(status.ok());
+    if (!status.ok()) {
+      request.set_error(std::string(status.message()));
+      request.set_job_error(job_error);
+    }
+    result.finish_reported = DeliverFinishRank(client, request, options.coordinator_grace,
+                                               options.coordinator_retry_pause);
+    return result;
+  };
+
+  // What this worker can check before anyone waits for it: a job error (every worker of a
+  // cluster is set up alike, so a restart would fail the same way).
+  const std::string workdir = spec.workdir().empty() ? options.default_workdir : spec.workdir();
+  std::error_code error;
+  if (!std::filesystem::is_directory(workdir, error)) {
+    return finish(absl::NotFoundError(absl::StrCat("workdir: '", workdir,
+                                                   "' is not a directory on this worker; "
+                                                   "create it or fix the spec")),
+                  /*job_error=*/true);
+  }
+  CommandEnvInputs inputs;
+  inputs.inherited = options.inherited_env;
+  inputs.coordinator_address = options.coordinator_address;
+  inputs.python_path = options.python_path;
+  inputs.gpu = options.gpu;
+  if (!spec.checkpoint_dir().empty()) {
+    inputs.checkpoint_dir =
+        (std::filesystem::path(spec.checkpoint_dir()) / assignment.job_id()).string();
+    std::filesystem::create_directories(inputs.checkpoint_dir, error);
+  }
+  const std::vector<std::string> draft_env = CommandEnvironment(assignment, inputs);
+  absl::StatusOr<std::string> program =
+      ResolveProgram(spec.command(0), EnvValue(draft_env, "PATH"), workdir);
+  if (!program.ok()) {
+    return finish(program.status(), /*job_error=*/true);
+  }
+
+  v1::JoinJobRequest join;
+  join.set_job_id(assignment.job_id());
+  join.set_generation(assignment.generation());
+  join.set_rank(assignment.rank());
+  join.set_worker_id(options.worker_id);
+  join.set_spec_fingerprint(JobSpecFingerprint(spec));
+  if (absl::StatusOr<v1::JoinJobResponse> joined = client->JoinJob(join); !joined.ok()) {
+    return finish(joined.status(),
+                  joined.status().code() == absl::StatusCode::kFailedPrecondition);
+  }
+  absl::StatusOr<std::pair<std::string, int>> master = AgreeOnMaster(assignment, options);
+  if (!master.ok()) return finish(master.status(), /*job_error=*/false);
+  inputs.master_addr = master->first;
+  inputs.master_port = master->second;
+
+  ProgressReporterOptions reporting;
+  reporting.keepalive_interval = options.keepalive_interval;
+  ProgressReporter reporter(client, assignment.job_id(), assignment.generation(),
+                            assignment.rank(), reporting);
+
+  absl::StatusOr<std::unique_ptr<OutputTail>> tail =
+      OutputTail::Create(options.stderr_tee_fd, options.quoted_stderr_lines);
+  if (!tail.ok()) return finish(tail.status(), /*job_error=*/false);
+  ChildOptions child_options;
+  child_options.env = CommandEnvironment(assignment, inputs);
+  child_options.workdir = workdir;
+  child_options.stderr_fd = (*tail)->write_fd();
+  child_options.own_process_group = false;
+  std::vector<std::string> argv(spec.command().begin(), spec.command().end());
+  argv[0] = *program;
+  absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(argv, child_options);
+  (*tail)->CloseWriteEnd();
+  if (!child.ok()) return finish(child.status(), /*job_error=*/true);
+
+  absl::Notification exited;
+  ExitInfo exit;
+  std::thread waiter([&] {
+    exit = (*child)->Wait();
+    exited.Notify();
+  });
+  bool stopped = false;
+  while (!exited.WaitForNotificationWithTimeout(options.stop_poll_interval)) {
+    if (!stopped && reporter.stopped_by_coordinator()) {
+      stopped = true;
+      std::cerr << "[ringleader-rank] " << reporter.status().message()
+                << "; stopping the command" << std::endl;
+      (*child)->Terminate(options.kill_grace);
+    }
+  }
+  waiter.join();
+  const std::vector<std::string> stderr_tail = (*tail)->Finish(absl::Seconds(2));
+  if (exit.success()) return finish(absl::OkStatus(), false);
+  return finish(absl::UnknownError(DescribeFailure(exit, stderr_tail)), /*job_error=*/false);
+}
+
+}  // namespace ringleader
