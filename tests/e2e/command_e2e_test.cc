@@ -93,6 +93,25 @@ TEST_F(CommandE2eTest, AProgramMissingOnTheWorkerIsNotRestarted) {
   EXPECT_EQ(history.final.generation(), 1u) << "a job error is not restarted";
 }
 
+TEST_F(CommandE2eTest, LogsShowEveryRanksOutputThroughTheCoordinator) {
+  const JobHistory history = RunJob(
+      ShellJob("command-logs-e2e", "echo \"hello from rank $RANK\"; echo \"bye $RANK\" >&2"),
+      kJobTimeout);
+  ASSERT_EQ(history.final.state(), v1::JOB_STATE_SUCCEEDED) << LastReason(history.final);
+  const std::string& job = history.final.job_id();
+  // The daemons ship a rank's last lines right after it exits: --follow waits for them.
+  const CliResult all = cluster_->RunCli({"logs", job, "--follow"}, absl::Seconds(30));
+  EXPECT_EQ(all.exit_code, 0) << all.output;
+  EXPECT_THAT(all.output, AllOf(HasSubstr("[rank 0] hello from rank 0"),
+                                HasSubstr("[rank 1] hello from rank 1"),
+                                HasSubstr("[rank 1] bye 1")));
+  const CliResult one = cluster_->RunCli({"logs", job, "--rank", "1", "--tail", "1"},
+                                         absl::Seconds(30));
+  EXPECT_EQ(one.exit_code, 0) << one.output;
+  EXPECT_THAT(one.output, HasSubstr("bye 1"));
+  EXPECT_THAT(one.output, ::testing::Not(HasSubstr("rank 0")));
+}
+
 TEST_F(CommandE2eTest, ReservedEnvIsRefusedAtSubmit) {
   v1::JobSpec spec = ShellJob("command-reserved-e2e", "true");
   (*spec.mutable_env())["WORLD_SIZE"] = "8";
