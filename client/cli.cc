@@ -16,6 +16,9 @@ const std::vector<FlagSpec>& GlobalFlags() {
       {"coordinator", "ADDR",
        absl::StrCat("coordinator address host:port (default ", kDefaultCoordinator, ")")},
       {"timeout", "DURATION", "deadline of each call, e.g. 10s or 500ms (default 10s)"},
+      {"json", "",
+       "submit, status, list, workers, cancel: print the API's answer as JSON (protobuf's "
+       "mapping, proto field names) for scripts"},
   };
   return *flags;
 }
@@ -72,7 +75,17 @@ const std::vector<CommandSpec>& Commands() {
        "only shows its verdict. Exit 0 only if the job SUCCEEDED and the verdict is PASS or\n"
        "WARN (warnings are listed; they do not fail the watch).",
        {}},
-      {"list", "", 0, 0, "list jobs", "", {}},
+      {"list",
+       "",
+       0,
+       0,
+       "list jobs",
+       "",
+       {{"state", "S",
+         "only jobs in state S (queued, rendezvous, running, succeeded, failed, cancelled); "
+         "repeat for several",
+         /*repeated=*/true},
+        {"limit", "N", "at most N jobs, the most recently submitted"}}},
       {"workers", "", 0, 0, "list registered workers", "", {}},
       {"cancel",
        "JOB",
@@ -183,6 +196,7 @@ int RunCli(const std::vector<std::string>& args, const CommandEnvironment& base_
   }
   CommandEnvironment env = base_env;
   env.coordinator_address = line->Value("coordinator", kDefaultCoordinator);
+  env.json = line->Has("json");
 
   // Everything the command needs is checked before connecting.
   SubmitOptions submit;
@@ -247,6 +261,27 @@ int RunCli(const std::vector<std::string>& args, const CommandEnvironment& base_
     logs.follow = line->Has("follow");
   }
 
+  ListOptions list;
+  if (line->command == "list") {
+    auto states = line->flags.find("state");
+    if (states != line->flags.end()) {
+      for (const std::string& name : states->second) {
+        absl::StatusOr<v1::JobState> state = ParseJobStateName(name);
+        if (!state.ok()) {
+          *env.err << "error: " << state.status().message() << "\n";
+          return kExitUsage;
+        }
+        list.states.push_back(*state);
+      }
+    }
+    if (line->Has("limit") && (!absl::SimpleAtoi(line->Value("limit"), &list.limit) ||
+                               list.limit == 0)) {
+      *env.err << "error: --limit: expected a number of jobs (1 or more), got '"
+               << line->Value("limit") << "'\n";
+      return kExitUsage;
+    }
+  }
+
   if (line->command == "export" && line->Value("output").empty()) {
     *env.err << "error: export: -o FILE (--output) is required\n";
     return kExitUsage;
@@ -257,7 +292,7 @@ int RunCli(const std::vector<std::string>& args, const CommandEnvironment& base_
   if (command == "submit") return RunSubmit(submit, *client, env);
   if (command == "status") return RunStatus(line->arguments[0], *client, env);
   if (command == "watch") return RunWatch(line->arguments[0], WatchOptions(), *client, env);
-  if (command == "list") return RunList(*client, env);
+  if (command == "list") return RunList(list, *client, env);
   if (command == "workers") return RunWorkers(*client, env);
   if (command == "cancel") {
     return RunCancel(line->arguments[0], line->Value("reason", "cancelled from the command line"),

@@ -6,13 +6,18 @@
 
 #include "absl/status/status.h"
 #include "client/commands.h"
+#include "google/protobuf/message.h"
 
 namespace ringleader {
 
 // Prints "error: <what>: <message> [CODE]" (plus a hint when the coordinator is unreachable)
 // to env.err and returns the exit code for `status`: kExitUsage for INVALID_ARGUMENT,
-// kExitFailure otherwise.
+// kExitUnreachable for UNAVAILABLE and DEADLINE_EXCEEDED, kExitFailure otherwise.
 int ReportError(const absl::Status& status, const std::string& what, const CommandEnvironment& env);
+
+// Prints `message` in protobuf's JSON mapping (proto field names, indented) and a newline to
+// env.out; kExitOk, or kExitFailure when it cannot be converted.
+int PrintJson(const google::protobuf::Message& message, const CommandEnvironment& env);
 
 }  // namespace ringleader
 

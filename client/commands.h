@@ -23,6 +23,8 @@ namespace ringleader {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;  // the call failed, or the job did not pass
 inline constexpr int kExitUsage = 2;    // bad command line or bad job spec
+inline constexpr int kExitUnreachable = 3;  // the coordinator did not answer (UNAVAILABLE,
+                                            // DEADLINE_EXCEEDED): worth retrying later
 
 // What the commands need from outside; main() fills it with the real things.
 struct CommandEnvironment {
@@ -38,7 +40,22 @@ struct CommandEnvironment {
   std::function<absl::StatusOr<std::string>(const std::string& path)> read_file;
   // Shown in hints when the coordinator cannot be reached.
   std::string coordinator_address;
+  // --json: submit, status, list, workers and cancel print the API's response message in
+  // protobuf's JSON mapping (proto field names) instead of text.
+  bool json = false;
 };
+
+// `list`: which jobs.
+struct ListOptions {
+  // Only jobs in these states ("running", "failed", ...); empty = every state.
+  std::vector<v1::JobState> states;
+  // At most this many, the most recently submitted (0 = all).
+  size_t limit = 0;
+};
+
+// "queued" -> JOB_STATE_QUEUED, ... (case-insensitive). INVALID_ARGUMENT naming --state and
+// the choices otherwise.
+absl::StatusOr<v1::JobState> ParseJobStateName(const std::string& name);
 
 // One command-line change to the spec: `source` is the flag as typed ("--lr", "--set").
 struct SpecOverride {
@@ -101,7 +118,7 @@ int RunStatus(const std::string& job_id, JobClient& client, const CommandEnviron
 // the job SUCCEEDED and the verdict is PASS or WARN.
 int RunWatch(const std::string& job_id, const WatchOptions& options, JobClient& client,
              const CommandEnvironment& env);
-int RunList(JobClient& client, const CommandEnvironment& env);
+int RunList(const ListOptions& options, JobClient& client, const CommandEnvironment& env);
 int RunWorkers(JobClient& client, const CommandEnvironment& env);
 int RunCancel(const std::string& job_id, const std::string& reason, JobClient& client,
               const CommandEnvironment& env);

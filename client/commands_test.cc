@@ -130,7 +130,7 @@ TEST_F(CommandsTest, SubmitYamlErrorAndMissingFile) {
   EXPECT_THAT(err_.str(), HasSubstr("cannot read spec file missing.yaml: no such file"));
 }
 
-TEST_F(CommandsTest, SubmitServerRejectionIsUsageErrorOtherFailuresExitOne) {
+TEST_F(CommandsTest, SubmitServerRejectionIsUsageErrorUnreachableExitsThree) {
   EXPECT_CALL(client_, Submit(_))
       .WillOnce(Return(absl::InvalidArgumentError("model.layers[1]: too wide for this cluster")))
       .WillOnce(Return(absl::UnavailableError("connection refused")));
@@ -138,7 +138,7 @@ TEST_F(CommandsTest, SubmitServerRejectionIsUsageErrorOtherFailuresExitOne) {
   EXPECT_THAT(err_.str(), HasSubstr("error: the coordinator rejected the job spec: "
                                     "model.layers[1]: too wide for this cluster"));
   err_.str("");
-  EXPECT_EQ(RunSubmit(SubmitOptions(), client_, env_), kExitFailure);
+  EXPECT_EQ(RunSubmit(SubmitOptions(), client_, env_), kExitUnreachable);
   EXPECT_THAT(err_.str(), HasSubstr("error: submit failed: connection refused [UNAVAILABLE]"));
   EXPECT_THAT(err_.str(), HasSubstr("is the coordinator running at 10.0.0.1:7070?"));
 }
@@ -291,7 +291,7 @@ TEST_F(CommandsTest, ListAndWorkersTables) {
   device->set_kind("cpu");
   EXPECT_CALL(client_, List()).WillOnce(Return(jobs));
   EXPECT_CALL(client_, ListWorkers()).WillOnce(Return(workers));
-  EXPECT_EQ(RunList(client_, env_), kExitOk);
+  EXPECT_EQ(RunList(ListOptions(), client_, env_), kExitOk);
   EXPECT_THAT(out_.str(), HasSubstr("JOB  NAME    STATE    WORLD  BACKEND  GEN  STEP  ACCURACY"));
   EXPECT_THAT(out_.str(), HasSubstr("j-3  fmnist  RUNNING  2      gloo     2    120   0.8123"));
   out_.str("");
@@ -581,7 +581,7 @@ TEST_F(CommandsTest, WatchRetriesUnavailableWithBackoffThenGivesUp) {
       .WillOnce(Return(absl::UnavailableError("connection refused")))
       .WillOnce(Return(absl::UnavailableError("connection refused")))
       .WillOnce(Return(absl::UnavailableError("connection refused")));
-  EXPECT_EQ(RunWatch("j-3", options, client_, env_), kExitFailure);
+  EXPECT_EQ(RunWatch("j-3", options, client_, env_), kExitUnreachable);
   EXPECT_EQ(sleeps_, (std::vector<absl::Duration>{absl::Milliseconds(500), absl::Milliseconds(500),
                                                   absl::Seconds(1), absl::Seconds(2)}));
   EXPECT_THAT(err_.str(), HasSubstr("error: cannot watch job j-3: connection refused"));

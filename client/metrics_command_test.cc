@@ -251,7 +251,7 @@ TEST_F(MetricsCommandTest, UnknownJobExitsOneWithTheCoordinatorsMessage) {
 TEST_F(MetricsCommandTest, UnreachableCoordinatorGetsTheHint) {
   EXPECT_CALL(client_, GetJobMetrics("j-1"))
       .WillOnce(Return(absl::UnavailableError("connection refused")));
-  EXPECT_EQ(Run(MetricsOptions()), kExitFailure);
+  EXPECT_EQ(Run(MetricsOptions()), kExitUnreachable);
   EXPECT_THAT(err_.str(), HasSubstr("connection refused [UNAVAILABLE]"));
   EXPECT_THAT(err_.str(), HasSubstr("is the coordinator running at 10.0.0.1:7070?"));
 }

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
@@ -141,15 +143,53 @@ std::string FormatJobStatus(const v1::JobStatus& job) {
 int RunStatus(const std::string& job_id, JobClient& client, const CommandEnvironment& env) {
   absl::StatusOr<v1::GetJobResponse> response = client.Get(job_id);
   if (!response.ok()) return ReportError(response.status(), "cannot get job " + job_id, env);
+  if (env.json) return PrintJson(response->job(), env);
   *env.out << FormatJobStatus(response->job());
   return kExitOk;
 }
 
-int RunList(JobClient& client, const CommandEnvironment& env) {
+absl::StatusOr<v1::JobState> ParseJobStateName(const std::string& name) {
+  const std::string wanted = absl::AsciiStrToUpper(absl::StrCat("JOB_STATE_", name));
+  v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
+  if (v1::JobState_Parse(wanted, &state) && state != v1::JOB_STATE_UNSPECIFIED) return state;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--state: unknown job state '", name,
+      "' (expected queued, rendezvous, running, succeeded, failed or cancelled)"));
+}
+
+int RunList(const ListOptions& options, JobClient& client, const CommandEnvironment& env) {
   absl::StatusOr<v1::ListJobsResponse> response = client.List();
   if (!response.ok()) return ReportError(response.status(), "cannot list jobs", env);
+  if (!options.states.empty()) {
+    auto* jobs = response->mutable_jobs();
+    jobs->erase(std::remove_if(jobs->begin(), jobs->end(),
+                               [&](const v1::JobStatus& job) {
+                                 return absl::c_find(options.states, job.state()) ==
+                                        options.states.end();
+                               }),
+                jobs->end());
+  }
+  if (options.limit > 0 && static_cast<size_t>(response->jobs_size()) > options.limit) {
+    // The most recently submitted ones, still in the coordinator's order.
+    std::vector<int64_t> times;
+    for (const v1::JobStatus& job : response->jobs()) times.push_back(job.submit_time_unix_ms());
+    std::nth_element(times.begin(), times.begin() + (options.limit - 1), times.end(),
+                     std::greater<int64_t>());
+    const int64_t cutoff = times[options.limit - 1];
+    v1::ListJobsResponse kept;
+    size_t at_cutoff = 0;
+    for (size_t i = 0; i < options.limit; ++i) at_cutoff += times[i] == cutoff ? 1 : 0;
+    for (const v1::JobStatus& job : response->jobs()) {
+      if (job.submit_time_unix_ms() > cutoff ||
+          (job.submit_time_unix_ms() == cutoff && at_cutoff-- > 0)) {
+        *kept.add_jobs() = job;
+      }
+    }
+    *response = std::move(kept);
+  }
+  if (env.json) return PrintJson(*response, env);
   if (response->jobs_size() == 0) {
-    *env.out << "no jobs\n";
+    *env.out << (options.states.empty() ? "no jobs\n" : "no jobs in that state\n");
     return kExitOk;
   }
   Table table({"JOB", "NAME", "STATE", "WORLD", "BACKEND", "GEN", "STEP", "ACCURACY", "SUBMITTED"});
@@ -169,6 +209,7 @@ int RunList(JobClient& client, const CommandEnvironment& env) {
 int RunWorkers(JobClient& client, const CommandEnvironment& env) {
   absl::StatusOr<v1::ListWorkersResponse> response = client.ListWorkers();
   if (!response.ok()) return ReportError(response.status(), "cannot list workers", env);
+  if (env.json) return PrintJson(*response, env);
   if (response->workers_size() == 0) {
     *env.out << "no workers registered\n";
     return kExitOk;
@@ -191,6 +232,7 @@ int RunCancel(const std::string& job_id, const std::string& reason, JobClient& c
               const CommandEnvironment& env) {
   absl::StatusOr<v1::CancelJobResponse> response = client.Cancel(job_id, reason);
   if (!response.ok()) return ReportError(response.status(), "cannot cancel job " + job_id, env);
+  if (env.json) return PrintJson(*response, env);
   *env.out << "cancelled job " << job_id << "\n";
   return kExitOk;
 }

@@ -53,8 +53,12 @@ int RunSubmit(const SubmitOptions& options, JobClient& client, const CommandEnvi
     }
     return ReportError(response.status(), "submit failed", env);
   }
-  *env.out << "submitted job " << response->job_id() << "\n"
-           << "fingerprint " << response->spec_fingerprint() << "\n";
+  if (env.json) {
+    if (const int printed = PrintJson(*response, env); printed != kExitOk) return printed;
+  } else {
+    *env.out << "submitted job " << response->job_id() << "\n"
+             << "fingerprint " << response->spec_fingerprint() << "\n";
+  }
   const std::string local = JobSpecFingerprint(*spec);
   if (response->spec_fingerprint() != local) {
     *env.err << "note: the coordinator's spec fingerprint differs from the local one (" << local
