@@ -280,6 +280,47 @@ class Coordinator {
   // Answers every parked long poll with UNAVAILABLE and refuses new ones. Idempotent.
   void Shutdown();
 
+  // ---- Monitoring (coordinator_metrics.cc) --------------------------------------------------
+
+  // One rank of a RUNNING job, from its latest step report (ranks that have not reported a
+  // step yet are left out).
+  struct RankMetrics {
+    std::string job;
+    uint32_t rank = 0;
+    uint64_t step = 0;
+    double loss = 0;
+    // batch_size x gradient_accumulation_steps / step time; unknown (nullopt) when the spec
+    // has no batch size (command jobs) or the step time is 0.
+    std::optional<double> samples_per_second;
+    double local_grad_norm = 0;
+    double synced_grad_norm = 0;
+    // The last drift the rank measured in this attempt (nullopt: none yet).
+    std::optional<double> drift;
+    double step_seconds = 0;
+    double comm_seconds = 0;
+    // The step judge's straggler score (StragglerScore: 0 fastest .. 1 slowest) and whether it
+    // is flagged; nullopt before the judge has a full window.
+    std::optional<double> straggler_score;
+    bool straggler_flagged = false;
+  };
+  // What the /metrics endpoint shows (prometheus_text.h formats it).
+  struct MetricsSnapshot {
+    // Every state but UNSPECIFIED is present (0 when none).
+    std::map<v1::WorkerState, int64_t> workers_by_state;
+    std::map<v1::JobState, int64_t> jobs_by_state;
+    // Alarms in every job's status, by kind (every kind but KIND_UNSPECIFIED present). One
+    // alarm per kind and rank set per attempt (later occurrences are its `repeats`).
+    std::map<v1::Alarm::Kind, int64_t> alarms_by_kind;
+    // Heartbeat calls received since this coordinator started (refused ones included).
+    uint64_t heartbeats_received = 0;
+    // Restarts of every job, in all (JobStatus.restarts summed; restored jobs' included).
+    uint64_t restarts = 0;
+    // RUNNING jobs' ranks, by job then rank.
+    std::vector<RankMetrics> ranks;
+  };
+  // A consistent snapshot, copied under the lock (O(workers + jobs + running ranks)).
+  MetricsSnapshot Metrics();
+
  private:
   // The lock of one public call: holds mu_, publishes the call's changes (scheduling, job
   // store, watchers) at the end, and runs the collected callbacks after releasing mu_.
@@ -405,6 +446,7 @@ class Coordinator {
   // Set when workers became IDLE or jobs were queued during the current call.
   bool schedule_needed_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t heartbeats_received_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // "rank R (worker NAME on HOST)", as failure reasons name a rank.

@@ -190,6 +190,7 @@ bool Coordinator::StillOfferedLocked(const WorkerRecord& worker) {
 absl::StatusOr<std::vector<v1::JobAttempt>> Coordinator::Heartbeat(const WorkerId& id,
                                                                    uint64_t incarnation) {
   Scope scope(this);
+  ++heartbeats_received_;
   WorkerRecord* worker = workers_.Find(id);
   if (worker == nullptr || worker->incarnation != incarnation) {
     return absl::NotFoundError(

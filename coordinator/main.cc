@@ -4,6 +4,7 @@
 //
 // Prints the bound address on stdout once listening (useful with --listen=HOST:0) and writes it
 // to --port_file atomically; logs job transitions and worker registrations/losses to stderr.
+// Serves Prometheus metrics at http://<--http_listen>/metrics (the log names the address).
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -27,9 +28,12 @@
 #include "common/clock.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/grpc_server.h"
+#include "coordinator/http_server.h"
 #include "coordinator/job_store.h"
 #include "coordinator/options.h"
+#include "coordinator/prometheus_text.h"
 #include "coordinator/rpc_handler.h"
+#include "coordinator/rpc_stats.h"
 #include "coordinator/sqlite_job_store.h"
 #include "grpcpp/security/server_credentials.h"
 
@@ -64,6 +68,9 @@ ABSL_FLAG(int, max_queued_jobs, 1000,
           "SubmitJob refuses new jobs while this many are queued (RESOURCE_EXHAUSTED).");
 ABSL_FLAG(bool, allow_fault_injection, false,
           "Accept job specs with model.faults (fault injection). Tests and demos only.");
+ABSL_FLAG(std::string, http_listen, "127.0.0.1:7071",
+          "host:port of the HTTP server with Prometheus metrics at /metrics (port 0 picks a free "
+          "port; the log names it). Empty = no HTTP server.");
 ABSL_FLAG(std::string, port_file, "",
           "if set, the bound host:port is written to this file (atomically) once listening");
 
@@ -175,12 +182,33 @@ int Run() {
       return 1;
     }
   }
-  RpcHandler handler(&coordinator);
+  RpcStats rpc_stats;
+  RpcHandler handler(&coordinator, &rpc_stats);
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Start(
       absl::GetFlag(FLAGS_listen), grpc::InsecureServerCredentials(), &handler);
   if (!server.ok()) {
     std::fprintf(stderr, "ringleader-coordinator: %s\n", server.status().ToString().c_str());
     return 1;
+  }
+  // Before the port file is written: whoever waits for it may scrape at once.
+  std::unique_ptr<MetricsHttpServer> metrics_server;
+  if (const std::string http_listen = absl::GetFlag(FLAGS_http_listen); !http_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started = MetricsHttpServer::Start(
+        http_listen, [&coordinator, &rpc_stats] {
+          // Both snapshots are copies: the text is formatted outside every lock.
+          return CoordinatorMetricsText(coordinator.Metrics(), rpc_stats.Take());
+        });
+    if (!started.ok()) {
+      std::fprintf(stderr, "ringleader-coordinator: --http_listen: %s\n",
+                   started.status().ToString().c_str());
+      (*server)->Shutdown(absl::Now());
+      return 1;
+    }
+    metrics_server = std::move(*started);
+    Log(absl::Now(), absl::StrCat("serving metrics on http://", metrics_server->address(),
+                                  "/metrics"));
+  } else {
+    Log(absl::Now(), "metrics: no HTTP server (--http_listen is empty)");
   }
   std::printf("ringleader-coordinator listening on %s\n", (*server)->address().c_str());
   std::fflush(stdout);
@@ -204,6 +232,7 @@ int Run() {
   ticker.join();
   coordinator.Shutdown();  // answers parked long polls, so the server can drain
   (*server)->Shutdown(absl::Now() + kShutdownGrace);
+  if (metrics_server != nullptr) metrics_server->Stop();
   Log(absl::Now(), "stopped");
   return 0;
 }
@@ -214,7 +243,8 @@ int Run() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Serves the ringleader coordinator (WorkerService, JobService) until SIGINT/SIGTERM.\n"
-      "  ringleader-coordinator --listen=127.0.0.1:7070 [--port_file=FILE]");
+      "  ringleader-coordinator --listen=127.0.0.1:7070 [--http_listen=127.0.0.1:7071] "
+      "[--port_file=FILE]");
   absl::ParseCommandLine(argc, argv);
   return ringleader::Run();
 }

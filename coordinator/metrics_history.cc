@@ -8,11 +8,21 @@ MetricsHistory::MetricsHistory(uint32_t world_size, double samples_per_rank_step
                                size_t full_resolution_steps)
     : world_(std::max<uint32_t>(world_size, 1)),
       samples_per_rank_step_(samples_per_rank_step),
-      full_resolution_steps_(std::max<size_t>(full_resolution_steps, 1)) {}
+      full_resolution_steps_(std::max<size_t>(full_resolution_steps, 1)),
+      last_drift_(world_) {}
+
+std::optional<double> MetricsHistory::last_drift(uint32_t rank) const {
+  if (rank >= world_ || !last_drift_[rank].has_value()) return std::nullopt;
+  return last_drift_[rank]->drift;
+}
 
 void MetricsHistory::Add(uint32_t rank, const v1::StepReport& report) {
   const uint64_t step = report.step();
   if (rank >= world_ || step == 0) return;
+  if (report.has_drift() &&
+      (!last_drift_[rank].has_value() || step >= last_drift_[rank]->step)) {
+    last_drift_[rank] = LastDrift{step, report.drift()};
+  }
   // A step already decimated away stays away.
   if (step + full_resolution_steps_ <= newest_ && step % stride_ != 0) return;
   std::vector<Point>& row = steps_[step];

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <vector>
 
 #include "proto/ringleader.pb.h"
@@ -31,6 +32,9 @@ class MetricsHistory {
 
   // Every point held, by step then rank, with the resolution fields of `out` filled.
   void Export(v1::GetJobMetricsResponse* out) const;
+
+  // The drift rank `rank` reported last (in step order) in this attempt; nullopt when none.
+  std::optional<double> last_drift(uint32_t rank) const;
 
   size_t steps_held() const { return steps_.size(); }
   uint64_t stride() const { return stride_; }
@@ -57,6 +61,13 @@ class MetricsHistory {
   uint64_t newest_ = 0;
   uint64_t swept_ = 1;  // steps before this have been thinned to the stride
   std::map<uint64_t, std::vector<Point>> steps_;
+  // Per rank: the latest step with a drift measurement and that drift (kept apart from
+  // `steps_`, whose decimation may drop it).
+  struct LastDrift {
+    uint64_t step = 0;
+    double drift = 0;
+  };
+  std::vector<std::optional<LastDrift>> last_drift_;
 };
 
 }  // namespace ringleader

@@ -18,41 +18,67 @@ absl::Time RpcHandler::Deadline(uint32_t wait_timeout_ms) const {
   return coordinator_->clock()->Now() + absl::Milliseconds(wait_timeout_ms);
 }
 
+template <typename Body>
+absl::Status RpcHandler::Measured(absl::string_view method, Body body) {
+  if (stats_ == nullptr) return body();
+  Clock* const clock = coordinator_->clock();
+  const absl::Time start = clock->Now();
+  absl::Status status = body();
+  stats_->Record(method, status.code(), clock->Now() - start);
+  return status;
+}
+
+StatusCallback RpcHandler::Measured(absl::string_view method, StatusCallback done) {
+  if (stats_ == nullptr) return done;
+  Clock* const clock = coordinator_->clock();
+  return [stats = stats_, clock, method = std::string(method), start = clock->Now(),
+          done = std::move(done)](absl::Status status) {
+    // Recorded before `done`: once the caller sees the answer, the call is counted.
+    stats->Record(method, status.code(), clock->Now() - start);
+    done(std::move(status));
+  };
+}
+
 absl::Status RpcHandler::RegisterWorker(const v1::RegisterWorkerRequest& request,
                                         v1::RegisterWorkerResponse* response) {
-  std::optional<Coordinator::RunningRank> running;
-  if (request.has_running()) {
-    running = Coordinator::RunningRank{
-        Attempt(request.running().job_id(), request.running().generation()),
-        Rank(request.running_rank())};
-  }
-  absl::StatusOr<Coordinator::Registration> registration = coordinator_->RegisterWorker(
-      request.name(), request.host(), {request.devices().begin(), request.devices().end()},
-      request.incarnation(), std::move(running));
-  if (!registration.ok()) return registration.status();
-  response->set_running_kept(registration->running_kept);
-  response->set_running_refused(registration->running_refused);
-  response->set_coordinator_grace_ms(
-      static_cast<uint32_t>(absl::ToInt64Milliseconds(registration->coordinator_grace)));
-  response->set_worker_id(registration->id.value());
-  response->set_heartbeat_interval_ms(
-      static_cast<uint32_t>(absl::ToInt64Milliseconds(registration->heartbeat_interval)));
-  response->set_heartbeat_timeout_ms(
-      static_cast<uint32_t>(absl::ToInt64Milliseconds(registration->heartbeat_timeout)));
-  return absl::OkStatus();
+  return Measured("RegisterWorker", [&]() -> absl::Status {
+    std::optional<Coordinator::RunningRank> running;
+    if (request.has_running()) {
+      running = Coordinator::RunningRank{
+          Attempt(request.running().job_id(), request.running().generation()),
+          Rank(request.running_rank())};
+    }
+    absl::StatusOr<Coordinator::Registration> registration = coordinator_->RegisterWorker(
+        request.name(), request.host(), {request.devices().begin(), request.devices().end()},
+        request.incarnation(), std::move(running));
+    if (!registration.ok()) return registration.status();
+    response->set_running_kept(registration->running_kept);
+    response->set_running_refused(registration->running_refused);
+    response->set_coordinator_grace_ms(
+        static_cast<uint32_t>(absl::ToInt64Milliseconds(registration->coordinator_grace)));
+    response->set_worker_id(registration->id.value());
+    response->set_heartbeat_interval_ms(
+        static_cast<uint32_t>(absl::ToInt64Milliseconds(registration->heartbeat_interval)));
+    response->set_heartbeat_timeout_ms(
+        static_cast<uint32_t>(absl::ToInt64Milliseconds(registration->heartbeat_timeout)));
+    return absl::OkStatus();
+  });
 }
 
 absl::Status RpcHandler::Heartbeat(const v1::HeartbeatRequest& request,
                                    v1::HeartbeatResponse* response) {
-  absl::StatusOr<std::vector<v1::JobAttempt>> aborts =
-      coordinator_->Heartbeat(WorkerId(request.worker_id()), request.incarnation());
-  if (!aborts.ok()) return aborts.status();
-  for (v1::JobAttempt& abort : *aborts) *response->add_abort() = std::move(abort);
-  return absl::OkStatus();
+  return Measured("Heartbeat", [&]() -> absl::Status {
+    absl::StatusOr<std::vector<v1::JobAttempt>> aborts =
+        coordinator_->Heartbeat(WorkerId(request.worker_id()), request.incarnation());
+    if (!aborts.ok()) return aborts.status();
+    for (v1::JobAttempt& abort : *aborts) *response->add_abort() = std::move(abort);
+    return absl::OkStatus();
+  });
 }
 
 void RpcHandler::WaitAssignment(const v1::WaitAssignmentRequest& request,
                                 v1::WaitAssignmentResponse* response, StatusCallback done) {
+  done = Measured("WaitAssignment", std::move(done));
   coordinator_->WaitAssignmentAsync(
       WorkerId(request.worker_id()), Deadline(request.wait_timeout_ms()),
       [response, done = std::move(done)](absl::StatusOr<std::optional<v1::Assignment>> result) {
@@ -68,18 +94,23 @@ void RpcHandler::WaitAssignment(const v1::WaitAssignmentRequest& request,
 }
 
 absl::Status RpcHandler::JoinJob(const v1::JoinJobRequest& request, v1::JoinJobResponse*) {
-  return coordinator_->JoinJob(Attempt(request.job_id(), request.generation()),
-                               Rank(request.rank()), WorkerId(request.worker_id()),
-                               request.spec_fingerprint());
+  return Measured("JoinJob", [&]() -> absl::Status {
+    return coordinator_->JoinJob(Attempt(request.job_id(), request.generation()),
+                                 Rank(request.rank()), WorkerId(request.worker_id()),
+                                 request.spec_fingerprint());
+  });
 }
 
 absl::Status RpcHandler::KvSet(const v1::KvSetRequest& request, v1::KvSetResponse*) {
-  return coordinator_->KvSet(Attempt(request.job_id(), request.generation()), request.key(),
-                             request.value());
+  return Measured("KvSet", [&]() -> absl::Status {
+    return coordinator_->KvSet(Attempt(request.job_id(), request.generation()), request.key(),
+                               request.value());
+  });
 }
 
 void RpcHandler::KvGet(const v1::KvGetRequest& request, v1::KvGetResponse* response,
                        StatusCallback done) {
+  done = Measured("KvGet", std::move(done));
   coordinator_->KvGetAsync(
       Attempt(request.job_id(), request.generation()), request.key(),
       Deadline(request.wait_timeout_ms()),
@@ -92,6 +123,7 @@ void RpcHandler::KvGet(const v1::KvGetRequest& request, v1::KvGetResponse* respo
 
 void RpcHandler::KvGetMany(const v1::KvGetManyRequest& request, v1::KvGetManyResponse* response,
                            StatusCallback done) {
+  done = Measured("KvGetMany", std::move(done));
   coordinator_->KvGetManyAsync(
       Attempt(request.job_id(), request.generation()),
       {request.keys().begin(), request.keys().end()},
@@ -106,58 +138,71 @@ void RpcHandler::KvGetMany(const v1::KvGetManyRequest& request, v1::KvGetManyRes
 
 absl::Status RpcHandler::ReportProgress(const v1::ReportProgressRequest& request,
                                         v1::ReportProgressResponse* response) {
-  absl::StatusOr<Coordinator::StopSignal> stop = coordinator_->ReportProgress(
-      Attempt(request.job_id(), request.generation()), Rank(request.rank()),
-      {request.steps().begin(), request.steps().end()},
-      {request.epochs().begin(), request.epochs().end()});
-  if (!stop.ok()) return stop.status();
-  response->set_stop(stop->stop);
-  response->set_stop_reason(stop->reason);
-  response->set_steps_judged(stop->steps_judged);
-  return absl::OkStatus();
+  return Measured("ReportProgress", [&]() -> absl::Status {
+    absl::StatusOr<Coordinator::StopSignal> stop = coordinator_->ReportProgress(
+        Attempt(request.job_id(), request.generation()), Rank(request.rank()),
+        {request.steps().begin(), request.steps().end()},
+        {request.epochs().begin(), request.epochs().end()});
+    if (!stop.ok()) return stop.status();
+    response->set_stop(stop->stop);
+    response->set_stop_reason(stop->reason);
+    response->set_steps_judged(stop->steps_judged);
+    return absl::OkStatus();
+  });
 }
 
 absl::Status RpcHandler::FinishRank(const v1::FinishRankRequest& request,
                                     v1::FinishRankResponse*) {
-  return coordinator_->FinishRank(
-      Attempt(request.job_id(), request.generation()), Rank(request.rank()),
-      Coordinator::RankOutcome{request.ok(), request.error(), request.checkpoint_path(),
-                               request.job_error()});
+  return Measured("FinishRank", [&]() -> absl::Status {
+    return coordinator_->FinishRank(
+        Attempt(request.job_id(), request.generation()), Rank(request.rank()),
+        Coordinator::RankOutcome{request.ok(), request.error(), request.checkpoint_path(),
+                                 request.job_error()});
+  });
 }
 
 absl::Status RpcHandler::AppendLogs(const v1::AppendLogsRequest& request,
                                     v1::AppendLogsResponse*) {
-  return coordinator_->AppendLogs(Attempt(request.job_id(), request.generation()),
-                                  Rank(request.rank()), request.offset(), request.data());
+  return Measured("AppendLogs", [&]() -> absl::Status {
+    return coordinator_->AppendLogs(Attempt(request.job_id(), request.generation()),
+                                    Rank(request.rank()), request.offset(), request.data());
+  });
 }
 
 absl::Status RpcHandler::SubmitJob(const v1::SubmitJobRequest& request,
                                    v1::SubmitJobResponse* response) {
-  absl::StatusOr<Coordinator::Submitted> submitted = coordinator_->SubmitJob(request.spec());
-  if (!submitted.ok()) return submitted.status();
-  response->set_job_id(submitted->id.value());
-  response->set_spec_fingerprint(submitted->spec_fingerprint);
-  return absl::OkStatus();
+  return Measured("SubmitJob", [&]() -> absl::Status {
+    absl::StatusOr<Coordinator::Submitted> submitted = coordinator_->SubmitJob(request.spec());
+    if (!submitted.ok()) return submitted.status();
+    response->set_job_id(submitted->id.value());
+    response->set_spec_fingerprint(submitted->spec_fingerprint);
+    return absl::OkStatus();
+  });
 }
 
 absl::Status RpcHandler::GetJob(const v1::GetJobRequest& request, v1::GetJobResponse* response) {
-  absl::StatusOr<v1::JobStatus> job = coordinator_->GetJob(JobId(request.job_id()));
-  if (!job.ok()) return job.status();
-  *response->mutable_job() = std::move(*job);
-  return absl::OkStatus();
+  return Measured("GetJob", [&]() -> absl::Status {
+    absl::StatusOr<v1::JobStatus> job = coordinator_->GetJob(JobId(request.job_id()));
+    if (!job.ok()) return job.status();
+    *response->mutable_job() = std::move(*job);
+    return absl::OkStatus();
+  });
 }
 
 absl::Status RpcHandler::GetJobMetrics(const v1::GetJobMetricsRequest& request,
                                        v1::GetJobMetricsResponse* response) {
-  absl::StatusOr<v1::GetJobMetricsResponse> metrics =
-      coordinator_->GetJobMetrics(JobId(request.job_id()));
-  if (!metrics.ok()) return metrics.status();
-  *response = std::move(*metrics);
-  return absl::OkStatus();
+  return Measured("GetJobMetrics", [&]() -> absl::Status {
+    absl::StatusOr<v1::GetJobMetricsResponse> metrics =
+        coordinator_->GetJobMetrics(JobId(request.job_id()));
+    if (!metrics.ok()) return metrics.status();
+    *response = std::move(*metrics);
+    return absl::OkStatus();
+  });
 }
 
 void RpcHandler::WatchJob(const v1::WatchJobRequest& request, v1::WatchJobResponse* response,
                           StatusCallback done) {
+  done = Measured("WatchJob", std::move(done));
   coordinator_->WatchJobAsync(
       JobId(request.job_id()), request.after_version(), Deadline(request.wait_timeout_ms()),
       [response, done = std::move(done)](absl::StatusOr<v1::JobStatus> job) {
@@ -169,6 +214,7 @@ void RpcHandler::WatchJob(const v1::WatchJobRequest& request, v1::WatchJobRespon
 
 void RpcHandler::GetLogs(const v1::GetLogsRequest& request, v1::GetLogsResponse* response,
                          StatusCallback done) {
+  done = Measured("GetLogs", std::move(done));
   Coordinator::LogsQuery query;
   if (request.has_rank()) query.rank = Rank(request.rank());
   query.generation = Generation(request.generation());
@@ -183,20 +229,26 @@ void RpcHandler::GetLogs(const v1::GetLogsRequest& request, v1::GetLogsResponse*
 }
 
 absl::Status RpcHandler::ListJobs(const v1::ListJobsRequest&, v1::ListJobsResponse* response) {
-  for (v1::JobStatus& job : coordinator_->ListJobs()) *response->add_jobs() = std::move(job);
-  return absl::OkStatus();
+  return Measured("ListJobs", [&]() -> absl::Status {
+    for (v1::JobStatus& job : coordinator_->ListJobs()) *response->add_jobs() = std::move(job);
+    return absl::OkStatus();
+  });
 }
 
 absl::Status RpcHandler::ListWorkers(const v1::ListWorkersRequest&,
                                      v1::ListWorkersResponse* response) {
-  for (v1::WorkerStatus& worker : coordinator_->ListWorkers()) {
-    *response->add_workers() = std::move(worker);
-  }
-  return absl::OkStatus();
+  return Measured("ListWorkers", [&]() -> absl::Status {
+    for (v1::WorkerStatus& worker : coordinator_->ListWorkers()) {
+      *response->add_workers() = std::move(worker);
+    }
+    return absl::OkStatus();
+  });
 }
 
 absl::Status RpcHandler::CancelJob(const v1::CancelJobRequest& request, v1::CancelJobResponse*) {
-  return coordinator_->CancelJob(JobId(request.job_id()), request.reason());
+  return Measured("CancelJob", [&]() -> absl::Status {
+    return coordinator_->CancelJob(JobId(request.job_id()), request.reason());
+  });
 }
 
 }  // namespace ringleader

@@ -8,23 +8,31 @@
 // request's `wait_timeout_ms` becomes the deadline now + wait (capped by the coordinator's
 // max_wait).
 // Errors are the Coordinator's (see coordinator.h and the proto's comments).
+//
+// With an RpcStats (rpc_stats.h), every call is counted by method (the RPC's name, e.g.
+// "ReportProgress") and status code, with its latency on the coordinator's clock: from the
+// call into the handler until it returns (unary) or calls `done` (long polls).
 #ifndef RINGLEADER_COORDINATOR_RPC_HANDLER_H_
 #define RINGLEADER_COORDINATOR_RPC_HANDLER_H_
 
 #include <functional>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/rpc_stats.h"
 #include "proto/ringleader.pb.h"
 
 namespace ringleader {
 
 using StatusCallback = std::function<void(absl::Status)>;
 
-// Thread-safe (stateless besides the coordinator). Does not own `coordinator`.
+// Thread-safe (stateless besides the coordinator and the stats). Owns neither `coordinator`
+// nor `stats` (nullptr = calls are not counted); both must outlive it.
 class RpcHandler {
  public:
-  explicit RpcHandler(Coordinator* coordinator) : coordinator_(coordinator) {}
+  explicit RpcHandler(Coordinator* coordinator, RpcStats* stats = nullptr)
+      : coordinator_(coordinator), stats_(stats) {}
 
   // WorkerService.
   absl::Status RegisterWorker(const v1::RegisterWorkerRequest& request,
@@ -59,8 +67,14 @@ class RpcHandler {
 
  private:
   absl::Time Deadline(uint32_t wait_timeout_ms) const;
+  // Runs a unary call's body and records it.
+  template <typename Body>
+  absl::Status Measured(absl::string_view method, Body body);
+  // `done`, recording the call when it is called (a long poll's end).
+  StatusCallback Measured(absl::string_view method, StatusCallback done);
 
   Coordinator* const coordinator_;
+  RpcStats* const stats_;
 };
 
 }  // namespace ringleader

@@ -9,6 +9,10 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libgtest-dev libgmock-dev
   libgloo-dev libopenblas-dev zlib1g-dev libyaml-cpp-dev libsqlite3-dev nlohmann-json3-dev
+  # cpp-httplib serves the coordinator's /metrics; prometheus brings promtool and the server
+  # the metrics e2e test scrapes with (Debian also enables a prometheus.service on :9090:
+  # `systemctl disable --now prometheus` where it is not wanted).
+  libcpp-httplib-dev prometheus
   dataset-fashion-mnist
   python3-torch python3-grpcio python3-protobuf python3-numpy
 )

@@ -43,24 +43,36 @@ def _pkg_config(ctx, flag, modules):
 def _system_library_impl(ctx):
     linkopts = list(ctx.attr.linkopts)
     copts = []
+    defines = []
     if ctx.attr.modules:
         linkopts = _pkg_config(ctx, "--libs", ctx.attr.modules) + linkopts
         copts = [f for f in _pkg_config(ctx, "--cflags", ctx.attr.modules) if not f.startswith("-I/usr/include")]
+    if ctx.attr.export_defines:
+        # The library's headers change with these macros (cpp-httplib's class layouts follow
+        # CPPHTTPLIB_OPENSSL_SUPPORT, ...): every dependent must see the ones it was built with.
+        defines = [f[len("-D"):] for f in copts if f.startswith("-D")]
+        copts = [f for f in copts if not f.startswith("-D")]
     ctx.file("WORKSPACE", "workspace(name = \"%s\")\n" % ctx.name)
     ctx.file("BUILD", """
 package(default_visibility = ["//visibility:public"])
 cc_library(
     name = "lib",
     copts = {copts},
+    defines = {defines},
     linkopts = {linkopts},
 )
-""".format(copts = repr(copts), linkopts = repr(linkopts)))
+""".format(copts = repr(copts), defines = repr(defines), linkopts = repr(linkopts)))
 
 system_library = repository_rule(
     implementation = _system_library_impl,
     attrs = {
         "modules": attr.string_list(doc = "pkg-config module names"),
         "linkopts": attr.string_list(doc = "extra link flags (for libraries without a .pc file)"),
+        "export_defines": attr.bool(
+            default = False,
+            doc = "pkg-config's -D flags become `defines`, seen by every dependent (not only the " +
+                  "library's own sources)",
+        ),
     },
     local = True,
 )

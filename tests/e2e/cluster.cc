@@ -162,7 +162,10 @@ absl::Status Cluster::StartCoordinator(const std::string& listen, absl::Time dea
       RunfilePath("coordinator/ringleader-coordinator"), "--listen=" + listen,
       "--port_file=" + port_file, "--allow_fault_injection",
       "--heartbeat_interval=" + absl::FormatDuration(options_.heartbeat_interval),
-      "--heartbeat_timeout=" + absl::FormatDuration(options_.heartbeat_timeout)};
+      "--heartbeat_timeout=" + absl::FormatDuration(options_.heartbeat_timeout),
+      // No metrics server unless the test asks for one (coordinator_flags come later and win):
+      // clusters run side by side and would all want the default port.
+      "--http_listen="};
   argv.insert(argv.end(), options_.coordinator_flags.begin(), options_.coordinator_flags.end());
   absl::StatusOr<std::unique_ptr<ChildProcess>> coordinator = ChildProcess::Start(
       argv, (fs::path(dir_) / absl::StrCat("coordinator-", coordinator_starts_++, ".log")).string());
