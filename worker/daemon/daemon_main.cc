@@ -4,8 +4,8 @@
 //                     [--rank_binary=PATH] [--kill_grace=5s] [--rank_args=a,b]
 //
 // SIGINT / SIGTERM: the running rank process (if any) is terminated, then the daemon exits 0.
-// Multi-host jobs: ranks bind their gloo listener to 127.0.0.1 unless told otherwise; pass the
-// host's cluster-facing address with --rank_args=--collective_host=ADDRESS.
+// Multi-host jobs: ranks listen for their peers on --collective_host, by default the local
+// address of the route to the coordinator (127.0.0.1 when the coordinator is on this host).
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "worker/coordinator_client/grpc_coordinator_client.h"
+#include "worker/daemon/collective_address.h"
 #include "worker/daemon/daemon.h"
 #include "worker/daemon/worker_devices.h"
 
@@ -37,6 +38,9 @@ ABSL_FLAG(std::string, rank_binary, "",
           "Path of the rank binary; default ringleader-rank next to this executable.");
 ABSL_FLAG(std::vector<std::string>, rank_args, {},
           "Extra arguments appended to every rank command line (comma-separated).");
+ABSL_FLAG(std::string, collective_host, "",
+          "Address this host's ranks listen on for their peers (gloo, a command job's "
+          "MASTER_ADDR); empty = the local address of the route to the coordinator.");
 ABSL_FLAG(absl::Duration, kill_grace, absl::Seconds(5),
           "Grace between SIGTERM and SIGKILL when a rank process must stop.");
 ABSL_FLAG(absl::Duration, wait_timeout, absl::Seconds(10), "Long-poll length for assignments.");
@@ -101,6 +105,21 @@ int Main(int argc, char** argv) {
   options.rank_binary = absl::GetFlag(FLAGS_rank_binary);
   if (options.rank_binary.empty()) options.rank_binary = DefaultRankBinary();
   options.rank_extra_args = absl::GetFlag(FLAGS_rank_args);
+  if (!SetsCollectiveHost(options.rank_extra_args)) {
+    std::string host = absl::GetFlag(FLAGS_collective_host);
+    if (host.empty()) {
+      absl::StatusOr<std::string> routed = LocalAddressTowards(options.coordinator_address);
+      if (!routed.ok()) {
+        std::cerr << "ringleader-worker: --collective_host: " << routed.status().message()
+                  << "; give the address peers reach this host at\n";
+        return 2;
+      }
+      host = *routed;
+    }
+    std::cerr << "[ringleader-worker] ranks listen for peers on " << host
+              << " (--collective_host)" << std::endl;
+    options.rank_extra_args.push_back(absl::StrCat("--collective_host=", host));
+  }
   options.kill_grace = absl::GetFlag(FLAGS_kill_grace);
   options.wait_assignment_timeout = absl::GetFlag(FLAGS_wait_timeout);
 
