@@ -5,6 +5,10 @@
 # both and the overhead (target <= 3%).
 #
 #   bench/watch_overhead.sh [--pairs 8] [--steps 500] [--batch-size 64] [--drift-every 50]
+#                           [--no-pin-cpu]
+#
+# Each rank is pinned to its own CPU (train.py --pin-cpu) unless --no-pin-cpu: on a 2-CPU
+# machine floating ranks make run-to-run noise (+-10%) larger than the effect measured.
 #
 # Needs Debian's python3-torch, python3-grpcio, python3-protobuf (deploy/setup.sh). Builds
 # //python:ringleader_pkg first, unless RINGLEADER_PY_PKG names an already built package root

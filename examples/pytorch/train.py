@@ -14,7 +14,8 @@ checkpoint helpers; outside ringleader watch() warns once and changes nothing.
 
 Prints one line per step: `step N loss <float.hex(loss)>` on rank 0 and `[rank R] step N ...`
 on the others, so that two runs can be compared bit for bit; at the end rank 0 prints
-`done steps S samples_per_second R` (training steps after the first, slowest rank).
+`done steps S samples_per_second R cpu_us_per_step C` (training steps after the first: the
+slowest rank's rate, and rank 0's CPU time per step over all its threads).
 """
 from __future__ import annotations
 
@@ -120,11 +121,16 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--checkpoint-dir", default="",
                    help="default: the job's (RINGLEADER_CHECKPOINT_DIR)")
     p.add_argument("--keep-checkpoints", type=int, default=2)
+    p.add_argument("--pin-cpu", action="store_true",
+                   help="pin this rank to one CPU (LOCAL_RANK-th of the allowed ones)")
     return p.parse_args()
 
 
 def main() -> None:
     args = parse_args()
+    if args.pin_cpu:
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[int(os.environ.get("LOCAL_RANK", "0")) % len(cpus)]})
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     prefix = "" if rank == 0 else f"[rank {rank}] "
@@ -158,7 +164,7 @@ def main() -> None:
 
     inject = (rank == args.raise_on_rank and args.raise_at_step > 0 and
               (args.raise_every_attempt or attempt_number() == 1))
-    started = 0.0
+    started = cpu_started = 0.0
     timed_steps = 0
     for epoch in range(step // max(steps_per_epoch, 1), args.epochs):
         if step >= total:
@@ -166,6 +172,7 @@ def main() -> None:
         sampler.set_epoch(epoch)
         watcher.set_epoch(epoch)
         order = torch.tensor(list(sampler))
+        loss_sum, losses = 0.0, 0
         for i in range(step - epoch * steps_per_epoch, steps_per_epoch):
             if step >= total:
                 break
@@ -179,9 +186,12 @@ def main() -> None:
             loss.backward()
             watcher.report_loss(loss)
             optimizer.step()
-            print(f"{prefix}step {step} loss {loss.item().hex()}")
+            value = loss.item()
+            loss_sum, losses = loss_sum + value, losses + 1
+            print(f"{prefix}step {step} loss {value.hex()}")
             if started == 0.0:
                 started = time.perf_counter()  # the clock starts after the first step
+                cpu_started = time.process_time()
             else:
                 timed_steps += 1
             if rank == 0 and args.checkpoint_every > 0 and checkpoints and \
@@ -189,13 +199,17 @@ def main() -> None:
                 path = save_checkpoint(checkpoints, step, epoch, model, optimizer,
                                        args.keep_checkpoints)
                 watcher.note_checkpoint(path)
+        if rank == 0 and losses and step == (epoch + 1) * steps_per_epoch:
+            watcher.report_epoch(epoch, train_loss=loss_sum / losses)  # rank 0's mean
 
     elapsed = torch.tensor([time.perf_counter() - started if started else 0.0],
                            dtype=torch.float64)
+    cpu_us = (time.process_time() - cpu_started) / timed_steps * 1e6 if timed_steps else 0.0
     dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
     if rank == 0:
         rate = timed_steps * args.batch_size * world / elapsed.item() if elapsed.item() else 0.0
-        print(f"done steps {step} samples_per_second {rate:.1f}")
+        # CPU time of this process (all its threads) per step: the work, without the waiting.
+        print(f"done steps {step} samples_per_second {rate:.1f} cpu_us_per_step {cpu_us:.0f}")
     sys.stdout.flush()
     watcher.close()
     # Ending a gloo job cleanly: every rank here, the DDP model (and its comm hook) gone, then

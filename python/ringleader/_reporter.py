@@ -2,7 +2,7 @@
 
 A background thread batches the reports: `add()` never blocks training (a bounded queue; when it
 is full the oldest report is dropped, which the coordinator's step judge tolerates), and at most
-one ReportProgress is sent every `min_interval_s` unless someone waits in `flush()`. UNAVAILABLE
+one ReportProgress is sent every `min_interval_s` (0.25 s) unless someone waits in `flush()`. UNAVAILABLE
 and DEADLINE_EXCEEDED are retried with backoff; FAILED_PRECONDITION (a stale generation: the
 attempt is over) and an answer with `stop` set `stop_reason`, which the watcher turns into
 JobStopped at the next optimizer step.
@@ -30,7 +30,7 @@ class Reporter:
     """One rank's report channel to the coordinator. Thread-safe."""
 
     def __init__(self, address: str, job_id: str, generation: int, rank: int, *,
-                 min_interval_s: float = 0.1, max_queue: int = 4096, max_batch: int = 512,
+                 min_interval_s: float = 0.25, max_queue: int = 4096, max_batch: int = 512,
                  rpc_timeout_s: float = 10.0, retry_for_s: float = 60.0) -> None:
         self.address = address
         self.job_id = job_id
@@ -46,7 +46,9 @@ class Reporter:
         self._stub = pb_grpc.WorkerServiceStub(self._channel)
 
         self._cv = threading.Condition()
-        self._queue: collections.deque[pb.StepReport] = collections.deque()
+        # Step reports in order; None marks an epoch report added (they travel in _epochs).
+        self._queue: collections.deque[pb.StepReport | None] = collections.deque()
+        self._epochs: list[pb.EpochReport] = []  # sent with the next request
         self._enqueued = 0  # reports ever added
         self._done = 0  # reports sent or dropped
         self._flushing = 0  # callers waiting in flush()
@@ -79,13 +81,24 @@ class Reporter:
             if self._closing:
                 return
             if len(self._queue) >= self._max_queue:
-                self._queue.popleft()
-                self.dropped += 1
+                if self._queue.popleft() is not None:  # None: an epoch marker (epoch kept)
+                    self.dropped += 1
                 self._done += 1
             self._queue.append(report)
             self._enqueued += 1
             if len(self._queue) == 1 or self._flushing:
                 self._cv.notify_all()
+
+    def add_epoch(self, report: pb.EpochReport) -> None:
+        """Queues one epoch report (sent with the next batch; an epoch alone counts as one
+        report for flush())."""
+        with self._cv:
+            if self._closing:
+                return
+            self._epochs.append(report)
+            self._queue.append(None)
+            self._enqueued += 1
+            self._cv.notify_all()
 
     def flush(self, timeout_s: float = 10.0) -> bool:
         """Waits until every report added so far was sent (or dropped). False on timeout."""
@@ -147,20 +160,22 @@ class Reporter:
                     if left <= 0:
                         break
                     self._cv.wait(left)
-                batch = [self._queue.popleft()
+                taken = [self._queue.popleft()
                          for _ in range(min(len(self._queue), self._max_batch))]
-            delivered = self._send(batch)
+                epochs, self._epochs = self._epochs, []
+            batch = [report for report in taken if report is not None]
+            delivered = self._send(batch, epochs)
             with self._cv:
                 self._last_send = time.monotonic()
                 self.sent_batches += 1
                 if not delivered:
                     self.dropped += len(batch)
-                self._done += len(batch)
+                self._done += len(taken)
                 self._cv.notify_all()
 
-    def _send(self, batch: list[pb.StepReport]) -> bool:
+    def _send(self, batch: list[pb.StepReport], epochs: list[pb.EpochReport]) -> bool:
         request = pb.ReportProgressRequest(job_id=self.job_id, generation=self.generation,
-                                           rank=self.rank, steps=batch)
+                                           rank=self.rank, steps=batch, epochs=epochs)
         give_up = time.monotonic() + self._retry_for_s
         backoff = 0.05
         while True:

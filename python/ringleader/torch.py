@@ -17,10 +17,11 @@
 What `watch()` installs (only when the script runs as a ringleader job, i.e. with
 RINGLEADER_COORDINATOR set; otherwise it warns once and changes nothing):
 
-* a DDP communication hook wrapping the stock `allreduce_hook` (or the hook given as
-  `comm_hook`, e.g. `bf16_compress_hook`): it records each bucket's L2 norm before the
-  reduction and, in `fut.then`, after it, plus the bucket's fingerprint (index, elements, dtype).
-  The wrapped hook does the communication exactly as before: DDP's numerics do not change.
+* a DDP communication hook doing what DDP's stock `allreduce_hook` does (inlined: divide the
+  bucket by the group size, all-reduce it in place), or wrapping the hook given as `comm_hook`
+  (e.g. `fp16_compress_hook`). Per bucket it records the squared L2 norm before the reduction,
+  the reduced bucket (its norm is taken when the step closes) and the bucket's fingerprint
+  (index, elements, dtype). The communication is exactly DDP's: numerics do not change.
 * a wrapper around `optimizer.step`: each call closes one step. Its report carries the local and
   synced gradient norms, the number of gradient collectives and their FNV-1a digest, the step,
   compute and communication times, the loss (when reported) and, every `drift_every` steps, the
@@ -40,7 +41,6 @@ When the coordinator answers `stop` (the job failed elsewhere, or was cancelled)
 # the real dist.GradBucket / torch.futures.Future[torch.Tensor] objects.
 import atexit
 import math
-import os
 import sys
 import threading
 import time
@@ -65,6 +65,8 @@ CommHook = Callable[[Any, dist.GradBucket], torch.futures.Future[torch.Tensor]]
 # How often a rank that reported an unsynchronised step asks for the verdict, and for how long.
 VERDICT_POLL_S = 0.05
 VERDICT_WAIT_S = 30.0
+# How long the exit handler waits for the last reports to reach the coordinator.
+FLUSH_AT_EXIT_S = 5.0
 
 
 class JobStopped(RuntimeError):
@@ -168,12 +170,13 @@ def watch(model: nn.Module, optimizer: torch.optim.Optimizer, drift_every: int =
     Args:
       model: the DistributedDataParallel model (a plain module only when WORLD_SIZE is 1).
       optimizer: the optimizer whose `step()` ends a training step.
-      drift_every: measure cross-rank parameter drift every this many steps (0 = never). One
-        extra broadcast of rank 0's parameters (as float64, into a separate buffer) per check.
+      drift_every: measure cross-rank parameter drift every this many steps (0 = never), and
+        at step `total_steps`. One extra broadcast of rank 0's parameters (a flat copy in a
+        separate buffer) per check.
       comm_hook, comm_state: the DDP communication hook to run, e.g.
-        `default_hooks.bf16_compress_hook` with `comm_state=None` (DDP takes a single hook, so
-        pass yours here instead of calling `register_comm_hook`). Default: `allreduce_hook`
-        over the model's process group, which is what DDP does without a hook.
+        `default_hooks.fp16_compress_hook` with `comm_state=None` (DDP takes a single hook, so
+        pass yours here instead of calling `register_comm_hook`). Default: what DDP does
+        without a hook (`default_hooks.allreduce_hook` over the model's process group).
       total_steps: optimizer steps this attempt runs in all, when known (shown by the
         coordinator as progress; 0 = unknown). Also settable as `watcher.total_steps`.
 
@@ -185,7 +188,8 @@ def watch(model: nn.Module, optimizer: torch.optim.Optimizer, drift_every: int =
       TypeError: the model is not a DistributedDataParallel while WORLD_SIZE > 1.
       ValueError: backend nccl with broadcast_buffers=True and bool buffers (all named), or
         a malformed RINGLEADER_* environment.
-      RuntimeError: the DDP model already has a comm hook (pass it as `comm_hook`).
+      RuntimeError: the DDP model already has a comm hook (pass it as `comm_hook`), or is
+        already watched.
     """
     if drift_every < 0:
         raise ValueError(f"ringleader.torch.watch: drift_every must be >= 0, got {drift_every}")
@@ -253,11 +257,16 @@ class Watcher:
         self._pending_checkpoint = ""
         self._resume: tuple[int, str, tuple[str, ...]] | None = None
         self._unsynced_ok = False  # the coordinator let an unsynchronised step pass ("warn")
+        self._drift_buffers: tuple[torch.Tensor, torch.Tensor] | None = None
         self._lock = threading.Lock()
 
         self._reporter = _reporter.Reporter(env.coordinator, env.job_id, env.generation, env.rank)
 
         if self._is_ddp:
+            if getattr(model, "_ringleader_watched", False):
+                self._reporter.close(0.1)
+                raise RuntimeError("ringleader.torch.watch: this model is already watched; call "
+                                   "watch() once per model")
             if comm_hook is None:  # DDP's own behaviour: default_hooks.allreduce_hook (inlined)
                 comm_state = self._group
             self._inner_hook: CommHook | None = comm_hook
@@ -270,6 +279,7 @@ class Watcher:
                     str(error).strip() + "). DDP takes one hook: pass yours to "
                     "watch(..., comm_hook=hook, comm_state=state) instead of registering it.") \
                     from None
+            model._ringleader_watched = True
         elif comm_hook is not None:
             raise TypeError("ringleader.torch.watch: comm_hook needs a DistributedDataParallel "
                             "model")
@@ -320,6 +330,15 @@ class Watcher:
     def set_epoch(self, epoch: int) -> None:
         """The epoch (0-based, as the script counts) later steps belong to."""
         self._epoch = int(epoch)
+
+    def report_epoch(self, epoch: int, *, train_loss: float = 0.0, test_loss: float = 0.0,
+                     test_accuracy: float = 0.0) -> None:
+        """An epoch's figures (rank 0 usually), sent with the next batch of step reports."""
+        if not self.active:
+            return
+        self._reporter.add_epoch(self._pb.EpochReport(
+            epoch=int(epoch), train_loss=float(train_loss), test_loss=float(test_loss),
+            test_accuracy=float(test_accuracy)))
 
     def note_checkpoint(self, path: str) -> None:
         """Rank 0, right after writing a checkpoint after `optimizer.step()`: the coordinator
@@ -378,11 +397,12 @@ class Watcher:
         self._fingerprints.append(("allreduce", bucket.index(), buffer.numel(),
                                    _dtype_name(buffer.dtype)))
         if self._inner_hook is None:
-            # default_hooks.allreduce_hook, inlined (one future and one Python callback fewer):
-            # the same division by the group size, then the same in-place all-reduce.
-            group = state if state is not None else dist.group.WORLD
+            # default_hooks.allreduce_hook, inlined (one future, one Python callback and the
+            # dist.all_reduce wrapper fewer): the same division by the group size, then the
+            # same in-place SUM all-reduce on the same process group.
+            group = state if state is not None else dist.distributed_c10d._get_default_group()
             buffer.div_(group.size())
-            fut = dist.all_reduce(buffer, group=group, async_op=True).get_future()
+            fut = group.allreduce([buffer]).get_future()
         else:
             fut = self._inner_hook(state, bucket)
         return fut.then(self._on_reduced)
@@ -508,22 +528,37 @@ class Watcher:
             self._reporter.poll()
 
     def _measure_drift(self) -> tuple[float, str]:
-        """max |W_r - W_0| over every parameter, and the worst tensor's name (rank 0 broadcasts
-        a float64 copy of its parameters; the parameters themselves are not touched)."""
-        with torch.no_grad():
-            flat = torch.cat([p.detach().reshape(-1).to(torch.float64) for p in self._params])
-            group = self._group
-            src = _global_rank_of_group_rank0(group)
-            reference = flat.clone()
-            dist.broadcast(reference, src=src, group=group)
-            diff = (flat - reference).abs_()
-            sizes = [p.numel() for p in self._params]
-            worst = [float(part.max()) if part.numel() else 0.0
-                     for part in torch.split(diff, sizes)]
-        index = max(range(len(worst)), key=lambda i: worst[i]) if worst else -1
-        if index < 0:
+        """max |W_r - W_0| over every parameter, and the worst tensor's name.
+
+        Rank 0 broadcasts a flat copy of its parameters (in their dtype when they share one,
+        else float64; the copy buffers are kept for the next check); the parameters themselves
+        are never written. Differences are taken in float64: exact for fp32/bf16/fp16 values.
+        """
+        params = self._params
+        if not params:
             return 0.0, ""
-        return worst[index], self._param_names[index]
+        with torch.no_grad():
+            dtypes = {p.dtype for p in params}
+            dtype = params[0].dtype if len(dtypes) == 1 else torch.float64
+            total = sum(p.numel() for p in params)
+            buffers = self._drift_buffers
+            if buffers is None or buffers[0].dtype != dtype or buffers[0].numel() != total or \
+                    buffers[0].device != params[0].device:
+                buffers = self._drift_buffers = (
+                    torch.empty(total, dtype=dtype, device=params[0].device),
+                    torch.empty(total, dtype=dtype, device=params[0].device))
+            mine, reference = buffers
+            torch.cat([p.detach().reshape(-1).to(dtype) for p in params], out=mine)
+            reference.copy_(mine)
+            dist.broadcast(reference, src=_global_rank_of_group_rank0(self._group),
+                           group=self._group)
+            if torch.equal(mine, reference):  # the usual case: replicas are identical
+                return 0.0, ""
+            diff = (mine.to(torch.float64) - reference.to(torch.float64)).abs_()
+            worst = torch.stack([part.max() if part.numel() else diff.new_zeros(())
+                                 for part in torch.split(diff, [p.numel() for p in params])])
+            index = int(worst.argmax())
+            return float(worst[index]), self._param_names[index]
 
 
 _live_watchers: "weakref.WeakSet[Watcher]" = weakref.WeakSet()
@@ -533,6 +568,6 @@ _live_watchers: "weakref.WeakSet[Watcher]" = weakref.WeakSet()
 def _close_all_at_exit() -> None:
     for watcher in list(_live_watchers):
         try:
-            watcher.close(timeout_s=float(os.environ.get("RINGLEADER_FLUSH_TIMEOUT_S", "5")))
+            watcher.close(timeout_s=FLUSH_AT_EXIT_S)
         except Exception as error:  # never turn a clean exit into a crash
             _log(f"closing the step reporter at exit failed: {error}")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import unittest
 from unittest import mock
@@ -21,6 +22,7 @@ def touch(directory: str, name: str, mtime: int) -> str:
 class CheckpointTest(unittest.TestCase):
     def setUp(self) -> None:
         self.dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.dir, True)
 
     def test_checkpoint_dir_from_the_environment(self) -> None:
         with mock.patch.dict(os.environ, {"RINGLEADER_CHECKPOINT_DIR": self.dir}):

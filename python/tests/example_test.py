@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,6 +45,7 @@ def torchrun(args: list[str], env_extra: dict[str, str] | None = None,
                 text = f.read()
             stdout.append(text)
             output += f"\n--- {os.path.relpath(directory, log_dir)}/stdout.log ---\n{text}"
+    shutil.rmtree(log_dir, ignore_errors=True)
     losses: dict[tuple[int, int], set[str]] = {}
     for line in "\n".join(stdout).splitlines():
         text = line.split("]:", 1)[1] if line.startswith("[default") else line
@@ -108,6 +110,7 @@ class ExampleTest(unittest.TestCase):
 
     def test_crash_restarts_and_resumes_bit_identically(self) -> None:
         checkpoints = tempfile.mkdtemp(prefix="ckpt-")
+        self.addCleanup(shutil.rmtree, checkpoints, True)
         rc, output, losses = torchrun(
             [*COMMON, "--checkpoint-every", "4", "--checkpoint-dir", checkpoints,
              "--raise-on-rank", "1", "--raise-at-step", "7"], max_restarts=1)

@@ -45,6 +45,7 @@ class JobConfig:
 class JobState:
     config: JobConfig
     reports: dict[int, list[pb.StepReport]] = dataclasses.field(default_factory=dict)
+    epochs: dict[int, list[pb.EpochReport]] = dataclasses.field(default_factory=dict)
     requests: list[pb.ReportProgressRequest] = dataclasses.field(default_factory=list)
     last_step: dict[int, int] = dataclasses.field(default_factory=dict)
     stop_reason: str | None = None
@@ -91,6 +92,10 @@ class FakeCoordinator:
         with self._lock:
             return list(self._jobs[job_id].reports.get(rank, []))
 
+    def epochs(self, job_id: str, rank: int) -> list[pb.EpochReport]:
+        with self._lock:
+            return list(self._jobs[job_id].epochs.get(rank, []))
+
     def requests(self, job_id: str) -> list[pb.ReportProgressRequest]:
         with self._lock:
             return list(self._jobs[job_id].requests)
@@ -108,6 +113,7 @@ class FakeCoordinator:
             if config.fail_code is not None and config.fail_count > 0:
                 config.fail_count -= 1
                 context.abort(config.fail_code, "injected by the test")
+            job.epochs.setdefault(request.rank, []).extend(request.epochs)
             reports = job.reports.setdefault(request.rank, [])
             for step in request.steps:
                 reports.append(step)

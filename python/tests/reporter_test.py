@@ -41,6 +41,19 @@ class ReporterTest(unittest.TestCase):
         self.assertEqual(reporter.steps_judged, 100)
         self.assertIsNone(reporter.stop_reason)
 
+    def test_epoch_reports_travel_with_the_steps(self) -> None:
+        self.fake.configure("epochs", world_size=1)
+        reporter = self.reporter("epochs")
+        reporter.add(pb.StepReport(step=1))
+        reporter.add_epoch(pb.EpochReport(epoch=0, test_accuracy=0.75, train_loss=0.5))
+        self.assertTrue(reporter.flush(10))
+        reporter.add_epoch(pb.EpochReport(epoch=1, test_accuracy=0.8))
+        self.assertTrue(reporter.flush(10))
+        self.assertEqual([(e.epoch, e.test_accuracy) for e in self.fake.epochs("epochs", 0)],
+                         [(0, 0.75), (1, 0.8)])
+        self.assertEqual([s.step for s in self.fake.steps("epochs", 0)], [1])
+        self.assertEqual(reporter.dropped, 0)
+
     def test_unavailable_is_retried(self) -> None:
         self.fake.configure("flaky", world_size=1, fail_code=grpc.StatusCode.UNAVAILABLE,
                             fail_count=3)

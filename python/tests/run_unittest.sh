@@ -35,5 +35,7 @@ export PYTHONDONTWRITEBYTECODE=1
 # One BLAS/OpenMP thread per rank process, as torchrun and ringleader set it.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 export RL_TEST_EXAMPLES_DIR="$PWD/examples/pytorch"
-cd "${TEST_TMPDIR:-$(mktemp -d)}"
+# Temporary files (tempfile.mkdtemp) inside the test's own directory.
+export TMPDIR="${TEST_TMPDIR:-$(mktemp -d)}"
+cd "$TMPDIR"
 exec "$python" -m unittest -v "$module"

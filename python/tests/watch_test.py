@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -53,6 +54,7 @@ class WatchTest(unittest.TestCase):
     def tearDownClass(cls) -> None:
         cls.fake.stop()
         dist.destroy_process_group()
+        shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def setUp(self) -> None:
         self.environ = mock.patch.dict(os.environ, {"WORLD_SIZE": "1", "RANK": "0"})
@@ -158,6 +160,13 @@ class WatchTest(unittest.TestCase):
             quiet.module.to_bool()
             self.watch(quiet, torch.optim.SGD(quiet.parameters(), lr=0.1))
 
+    def test_watching_a_model_twice_is_refused(self) -> None:
+        self.inside("twice")
+        ddp, optimizer = model_and_optimizer()
+        self.watch(ddp, optimizer)
+        with self.assertRaisesRegex(RuntimeError, "already watched"):
+            rl.watch(ddp, optimizer)
+
     def test_second_comm_hook_is_explained(self) -> None:
         self.inside("two-hooks")
         ddp, optimizer = model_and_optimizer()
@@ -221,7 +230,10 @@ class WatchTest(unittest.TestCase):
         watcher.report_loss(loss)  # after optimizer.step(): step 11's
         watcher.note_checkpoint("/ckpt/step-11.pt")
         one_step(ddp, optimizer, 12)
+        watcher.report_epoch(2, train_loss=0.25)
         self.assertTrue(watcher.flush())
+        self.assertEqual([(e.epoch, e.train_loss) for e in self.fake.epochs("resume", 0)],
+                         [(2, 0.25)])
         first, second = self.fake.steps("resume", 0)
         self.assertEqual((first.step, second.step), (11, 12))
         self.assertEqual(first.resumed_from_step, 10)

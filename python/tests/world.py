@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -72,13 +73,16 @@ def run_world(argv: list[str], world_size: int = 2,
                 text.append(f"--- rank {rank} (exit {procs[rank][0].returncode}) ---\n{f.read()}")
         return "\n".join(text)
 
-    if timed_out or any(proc.returncode != 0 for proc, _ in procs):
-        why = f"timed out after {timeout_s:.0f} s" if timed_out else "a rank failed"
-        raise WorldError(f"{why}:\n{outputs()}")
-    results = []
-    for rank in range(world_size):
-        with open(os.path.join(tmp, f"rank{rank}.json")) as f:
-            result = json.load(f)
-        result["_output"] = outputs()
-        results.append(result)
-    return results
+    try:
+        if timed_out or any(proc.returncode != 0 for proc, _ in procs):
+            why = f"timed out after {timeout_s:.0f} s" if timed_out else "a rank failed"
+            raise WorldError(f"{why}:\n{outputs()}")
+        results = []
+        for rank in range(world_size):
+            with open(os.path.join(tmp, f"rank{rank}.json")) as f:
+                result = json.load(f)
+            result["_output"] = outputs()
+            results.append(result)
+        return results
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
