@@ -109,7 +109,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--weight-decay", type=float, default=0.0005)
     p.add_argument("--data", default=DEFAULT_DATA)
     p.add_argument("--max-train-examples", type=int, default=0, help="0 = all")
-    p.add_argument("--drift-every", type=int, default=50)
+    p.add_argument("--drift-every", type=int, default=None,
+                   help="default: the job's drift_interval_steps (50 outside ringleader)")
     p.add_argument("--bug", choices=["none", "unwrapped"], default="none",
                    help="unwrapped: compute the loss on ddp_model.module (no gradient sync)")
     p.add_argument("--raise-on-rank", type=int, default=-1)

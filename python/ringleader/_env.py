@@ -51,3 +51,9 @@ def world_size_from_environ(environ: Mapping[str, str] | None = None) -> int:
     """WORLD_SIZE as torchrun (and ringleader) set it; 1 when unset."""
     env = os.environ if environ is None else environ
     return _int(env, "WORLD_SIZE", 1)
+
+
+def drift_interval_from_environ(environ: Mapping[str, str] | None = None) -> int:
+    """The job's drift_interval_steps (RINGLEADER_DRIFT_INTERVAL_STEPS); 50 when unset."""
+    env = os.environ if environ is None else environ
+    return _int(env, "RINGLEADER_DRIFT_INTERVAL_STEPS", 50)

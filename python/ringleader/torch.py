@@ -159,7 +159,7 @@ def _warn_outside_once() -> None:
                       RuntimeWarning, stacklevel=3)
 
 
-def watch(model: nn.Module, optimizer: torch.optim.Optimizer, drift_every: int = 50, *,
+def watch(model: nn.Module, optimizer: torch.optim.Optimizer, drift_every: int | None = None, *,
           comm_hook: CommHook | None = None, comm_state: Any = None,
           total_steps: int = 0) -> "Watcher":
     """Reports every optimizer step of `model` to the ringleader coordinator.
@@ -171,7 +171,8 @@ def watch(model: nn.Module, optimizer: torch.optim.Optimizer, drift_every: int =
       model: the DistributedDataParallel model (a plain module only when WORLD_SIZE is 1).
       optimizer: the optimizer whose `step()` ends a training step.
       drift_every: measure cross-rank parameter drift every this many steps (0 = never), and
-        at step `total_steps`. One extra broadcast of rank 0's parameters (a flat copy in a
+        at step `total_steps`. Default: the job's drift_interval_steps
+        (RINGLEADER_DRIFT_INTERVAL_STEPS), 50 outside ringleader. One extra broadcast of rank 0's parameters (a flat copy in a
         separate buffer) per check.
       comm_hook, comm_state: the DDP communication hook to run, e.g.
         `default_hooks.fp16_compress_hook` with `comm_state=None` (DDP takes a single hook, so
@@ -191,6 +192,8 @@ def watch(model: nn.Module, optimizer: torch.optim.Optimizer, drift_every: int =
       RuntimeError: the DDP model already has a comm hook (pass it as `comm_hook`), or is
         already watched.
     """
+    if drift_every is None:
+        drift_every = _env.drift_interval_from_environ()
     if drift_every < 0:
         raise ValueError(f"ringleader.torch.watch: drift_every must be >= 0, got {drift_every}")
     world_size = _env.world_size_from_environ()

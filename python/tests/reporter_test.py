@@ -160,6 +160,13 @@ class EnvTest(unittest.TestCase):
             _env.from_environ({"RINGLEADER_COORDINATOR": "h:1", "RINGLEADER_JOB": "j",
                                "RINGLEADER_GENERATION": "x"})
 
+    def test_drift_interval_is_the_jobs(self) -> None:
+        self.assertEqual(_env.drift_interval_from_environ({}), 50)
+        self.assertEqual(
+            _env.drift_interval_from_environ({"RINGLEADER_DRIFT_INTERVAL_STEPS": "10"}), 10)
+        with self.assertRaisesRegex(ValueError, "RINGLEADER_DRIFT_INTERVAL_STEPS='x'"):
+            _env.drift_interval_from_environ({"RINGLEADER_DRIFT_INTERVAL_STEPS": "x"})
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -59,6 +59,9 @@ std::vector<std::string> CommandEnvironment(const v1::Assignment& assignment,
   env["RINGLEADER_GENERATION"] = absl::StrCat(assignment.generation());
   env["RINGLEADER_RANK"] = rank;
   if (!inputs.checkpoint_dir.empty()) env["RINGLEADER_CHECKPOINT_DIR"] = inputs.checkpoint_dir;
+  if (spec.has_drift_interval_steps()) {
+    env["RINGLEADER_DRIFT_INTERVAL_STEPS"] = absl::StrCat(spec.drift_interval_steps());
+  }
   std::vector<std::string> entries;
   entries.reserve(env.size());
   for (const auto& [name, value] : env) entries.push_back(absl::StrCat(name, "=", value));

@@ -34,7 +34,8 @@ struct CommandEnvInputs {
 // LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE,
 // ROLE_NAME, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT (generation - 1),
 // TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID (the job id), RINGLEADER_COORDINATOR,
-// RINGLEADER_JOB, RINGLEADER_GENERATION, RINGLEADER_RANK, RINGLEADER_CHECKPOINT_DIR).
+// RINGLEADER_JOB, RINGLEADER_GENERATION, RINGLEADER_RANK, RINGLEADER_CHECKPOINT_DIR,
+// RINGLEADER_DRIFT_INTERVAL_STEPS: the spec's drift_interval_steps, watch()'s default).
 // OMP_NUM_THREADS is 1 unless the job's env or the inherited environment sets it (torchrun's
 // rule: several ranks on one host must not oversubscribe its cores).
 std::vector<std::string> CommandEnvironment(const v1::Assignment& assignment,

@@ -30,6 +30,7 @@ v1::Assignment CommandAssignment() {
   a.set_group_world_size(2);
   a.mutable_spec()->add_command("/usr/bin/python3");
   a.mutable_spec()->set_max_restarts(5);
+  a.mutable_spec()->set_drift_interval_steps(25);
   return a;
 }
 
@@ -47,13 +48,14 @@ CommandEnvInputs Inputs() {
 
 TEST(CommandEnvironmentTest, GivesTorchrunsVariablesAndRingleaders) {
   const std::vector<std::string> env = CommandEnvironment(CommandAssignment(), Inputs());
-  for (const std::string& entry :
+  for (const char* entry :
        {"RANK=2", "WORLD_SIZE=4", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=2", "GROUP_RANK=1",
         "GROUP_WORLD_SIZE=2", "ROLE_RANK=2", "ROLE_WORLD_SIZE=4", "MASTER_ADDR=10.0.0.2",
         "MASTER_PORT=29511", "TORCHELASTIC_RESTART_COUNT=2", "TORCHELASTIC_MAX_RESTARTS=5",
         "TORCHELASTIC_RUN_ID=job-000007", "RINGLEADER_COORDINATOR=10.0.0.1:7070",
         "RINGLEADER_JOB=job-000007", "RINGLEADER_GENERATION=3", "RINGLEADER_RANK=2",
-        "RINGLEADER_CHECKPOINT_DIR=/ckpt/job-000007", "HOME=/home/u", "OMP_NUM_THREADS=1",
+        "RINGLEADER_CHECKPOINT_DIR=/ckpt/job-000007", "RINGLEADER_DRIFT_INTERVAL_STEPS=25",
+        "HOME=/home/u", "OMP_NUM_THREADS=1",
         "PYTHONPATH=/opt/ringleader/python:/site"}) {
     EXPECT_THAT(env, Contains(std::string(entry)));
   }
