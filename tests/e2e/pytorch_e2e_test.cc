@@ -1,7 +1,7 @@
 // End to end with real PyTorch (Debian's python3-torch, gloo, 2 ranks): the example script
 // examples/pytorch/train.py as a command job, its steps reported by ringleader.torch.watch()
 // and judged by the coordinator.
-//   - the correct script: SUCCEEDED, verdict PASS, and its per-step losses are the ones the same
+//   - the correct script: SUCCEEDED, no correctness alarm, and its per-step losses are the ones the same
 //     script gives under torchrun (the hook changes no numerics);
 //   - loss on ddp_model.module: stopped at step 1, the alarm naming every rank;
 //   - a script raising on rank 1: FAILED with the traceback's last line in the reason;
@@ -135,6 +135,16 @@ std::map<uint64_t, double> TorchrunLosses(const std::string& dir) {
   return LossesInOutput(rank0);
 }
 
+// The verdict passed every correctness check: PASS, or WARN for stragglers only (two ranks
+// sharing two busy cores with the rest of a test run are sometimes flagged; never failed).
+void ExpectNoCorrectnessAlarm(const v1::JobStatus& job) {
+  EXPECT_NE(job.verdict().result(), v1::Verdict::FAIL);
+  EXPECT_NE(job.verdict().result(), v1::Verdict::RESULT_UNSPECIFIED);
+  for (const v1::Alarm& alarm : job.alarms()) {
+    EXPECT_EQ(alarm.kind(), v1::Alarm::STRAGGLER) << alarm.message();
+  }
+}
+
 class PyTorchE2eTest : public ClusterTest {
  protected:
   static void SetUpTestSuite() { StartCluster(ClusterOptions()); }
@@ -143,9 +153,8 @@ class PyTorchE2eTest : public ClusterTest {
 TEST_F(PyTorchE2eTest, CorrectScriptPassesWithTorchrunsLossesBitForBit) {
   const JobHistory history = RunJob(ScriptJob("pytorch-correct-e2e", {}), kJobTimeout);
   ASSERT_EQ(history.final.state(), v1::JOB_STATE_SUCCEEDED) << LastReason(history.final);
-  EXPECT_EQ(history.final.verdict().result(), v1::Verdict::PASS);
+  ExpectNoCorrectnessAlarm(history.final);
   EXPECT_EQ(history.final.verdict().steps_judged(), 40u);
-  EXPECT_TRUE(history.final.alarms().empty());
 
   absl::StatusOr<v1::GetJobMetricsResponse> metrics = cluster_->GetMetrics(history.final.job_id());
   ASSERT_TRUE(metrics.ok()) << metrics.status();
@@ -231,7 +240,7 @@ TEST_F(PyTorchE2eTest, AKilledRankIsRestartedAndResumesFromItsCheckpoint) {
   EXPECT_THAT(history.final.attempts(0).end_reason(),
               AllOf(HasSubstr("rank 1"), HasSubstr("killed by signal 9 (SIGKILL)")));
   EXPECT_GE(history.final.attempts(1).resumed_from_step(), 10u);
-  EXPECT_EQ(history.final.verdict().result(), v1::Verdict::PASS);
+  ExpectNoCorrectnessAlarm(history.final);
 }
 
 }  // namespace
