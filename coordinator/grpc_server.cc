@@ -27,6 +27,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default: a second server on a taken port would then share it
+  // silently instead of failing.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(listen, std::move(credentials), &server->port_);
   builder.RegisterService(&server->worker_service_);
   builder.RegisterService(&server->job_service_);
@@ -47,7 +50,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
 CoordinatorServer::~CoordinatorServer() { Shutdown(absl::UnixEpoch()); }
 
 void CoordinatorServer::Shutdown(absl::Time deadline) {
-  if (shut_down_) return;
+  if (shut_down_ || server_ == nullptr) return;  // a failed Start has no server
   shut_down_ = true;
   // Probes see NOT_SERVING while the calls in flight drain.
   server_->GetHealthCheckService()->SetServingStatus(false);

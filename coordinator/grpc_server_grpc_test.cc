@@ -110,3 +110,17 @@ TEST_F(GrpcServerTest, ReflectionListsTheServices) {
 
 }  // namespace
 }  // namespace ringleader
+
+namespace ringleader {
+namespace {
+
+TEST_F(GrpcServerTest, APortInUseIsAnErrorNotASharedPort) {
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> second =
+      CoordinatorServer::Start(server_->address(), grpc::InsecureServerCredentials(), &handler_);
+  ASSERT_FALSE(second.ok()) << "a second coordinator shares the port";
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(std::string(second.status().message()).find("could not listen"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ringleader

@@ -180,6 +180,7 @@ bool WorkerDaemon::Register(uint64_t stale_epoch) {
     }
     last_reached_ = clock_->Now();
   }
+  if (options_.on_lease_change) options_.on_lease_change(true);
   Log(absl::StrCat(stale_epoch == 0 ? "registered" : "registered again", " as ",
                    response->worker_id(), " (name ", options_.name, ", incarnation ", incarnation_,
                    ")"));
@@ -229,6 +230,7 @@ void WorkerDaemon::HeartbeatLoop() {
     if (!response.ok()) {
       if (response.status().code() == absl::StatusCode::kNotFound) {
         Log(absl::StrCat("heartbeat: ", response.status().ToString(), "; registering again"));
+        if (options_.on_lease_change) options_.on_lease_change(false);
         // A coordinator back only after the grace: the rank must not rejoin (the restarted
         // coordinator restarts the job from its checkpoint once this worker says so).
         if (OutageExceedsGrace(/*reachable=*/false)) {
@@ -312,6 +314,7 @@ absl::Status WorkerDaemon::Run() {
     if (stop_.HasBeenNotified()) break;
     if (!response.ok()) {
       if (response.status().code() == absl::StatusCode::kNotFound) {
+        if (options_.on_lease_change) options_.on_lease_change(false);
         if (Register(current.epoch)) continue;
       } else {
         Log(absl::StrCat("waiting for an assignment failed: ", response.status().ToString()));
@@ -323,6 +326,7 @@ absl::Status WorkerDaemon::Run() {
   }
   client_->CancelAll();
   heartbeats.join();
+  if (options_.on_lease_change) options_.on_lease_change(false);
   Log("stopped");
   return absl::OkStatus();
 }

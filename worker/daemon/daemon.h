@@ -58,6 +58,7 @@
 #define RINGLEADER_WORKER_DAEMON_DAEMON_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -113,6 +114,10 @@ struct WorkerDaemonOptions {
   uint64_t max_log_bytes = uint64_t{64} << 20;  // 64 MiB
   // Not owned; nullptr = Clock::Real(). Measures how long the coordinator has been unreachable.
   Clock* clock = nullptr;
+  // Called (never under the daemon's lock) with true after each successful registration, and
+  // with false when the coordinator says the lease is lost and when Run() returns: the admin
+  // port's health. Empty = nothing.
+  std::function<void(bool registered)> on_lease_change;
 };
 
 // Which attempt a worker runs.

@@ -2,6 +2,7 @@
 //
 //   ringleader-worker --coordinator=HOST:PORT [--name=NAME] [--gpu=N] [--work_dir=DIR]
 //                     [--rank_binary=PATH] [--kill_grace=5s] [--rank_args=a,b]
+//                     [--collective_host=ADDR] [--admin_listen=127.0.0.1:0]
 //
 // SIGINT / SIGTERM: the running rank process (if any) is terminated, then the daemon exits 0.
 // Multi-host jobs: ranks listen for their peers on --collective_host, by default the local
@@ -23,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "worker/coordinator_client/grpc_coordinator_client.h"
+#include "worker/daemon/admin_server.h"
 #include "worker/daemon/collective_address.h"
 #include "worker/daemon/daemon.h"
 #include "worker/daemon/worker_devices.h"
@@ -41,6 +43,9 @@ ABSL_FLAG(std::vector<std::string>, rank_args, {},
 ABSL_FLAG(std::string, collective_host, "",
           "Address this host's ranks listen on for their peers (gloo, a command job's "
           "MASTER_ADDR); empty = the local address of the route to the coordinator.");
+ABSL_FLAG(std::string, admin_listen, "127.0.0.1:0",
+          "Admin port (grpc.health.v1: SERVING while registered with the coordinator; server "
+          "reflection), host:port; port 0 picks a free one (logged); empty = none.");
 ABSL_FLAG(absl::Duration, kill_grace, absl::Seconds(5),
           "Grace between SIGTERM and SIGKILL when a rank process must stop.");
 ABSL_FLAG(absl::Duration, wait_timeout, absl::Seconds(10), "Long-poll length for assignments.");
@@ -123,6 +128,19 @@ int Main(int argc, char** argv) {
   options.kill_grace = absl::GetFlag(FLAGS_kill_grace);
   options.wait_assignment_timeout = absl::GetFlag(FLAGS_wait_timeout);
 
+  std::unique_ptr<AdminServer> admin;
+  if (const std::string listen = absl::GetFlag(FLAGS_admin_listen); !listen.empty()) {
+    absl::StatusOr<std::unique_ptr<AdminServer>> started = AdminServer::Start(listen);
+    if (!started.ok()) {
+      std::cerr << "ringleader-worker: " << started.status().message() << "\n";
+      return 2;
+    }
+    admin = std::move(*started);
+    std::cerr << "[ringleader-worker] admin port (health) on " << admin->address() << std::endl;
+    options.on_lease_change = [server = admin.get()](bool registered) {
+      server->SetServing(registered);
+    };
+  }
   std::unique_ptr<GrpcCoordinatorClient> client =
       GrpcCoordinatorClient::Create(options.coordinator_address);
   WorkerDaemon daemon(client.get(), options);

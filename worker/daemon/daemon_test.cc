@@ -296,6 +296,33 @@ TEST_F(WorkerDaemonTest, HeartbeatNotFoundRegistersAgainWithTheSameIncarnation) 
   for (const auto& h : state_.heartbeats) EXPECT_EQ(h.incarnation(), 77u);
 }
 
+TEST_F(WorkerDaemonTest, LeaseChangesAreToldForTheAdminPortsHealth) {
+  absl::Mutex mu;
+  std::vector<bool> changes;
+  options_.on_lease_change = [&](bool registered) {
+    absl::MutexLock lock(&mu);
+    changes.push_back(registered);
+  };
+  {
+    absl::MutexLock lock(&state_.mu);
+    state_.lose_lease_of = "w-1";
+  }
+  StartDaemon();
+  {
+    absl::MutexLock lock(&mu);
+    auto three = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return changes.size() >= 3; };
+    ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(&three), kTestTimeout));
+  }
+  StopDaemon();
+  absl::MutexLock lock(&mu);
+  // registered, lease lost, registered again, ..., stopped.
+  ASSERT_GE(changes.size(), 4u);
+  EXPECT_TRUE(changes[0]);
+  EXPECT_FALSE(changes[1]);
+  EXPECT_TRUE(changes[2]);
+  EXPECT_FALSE(changes.back());
+}
+
 TEST_F(WorkerDaemonTest, WaitAssignmentNotFoundRegistersAgain) {
   {
     absl::MutexLock lock(&state_.mu);
