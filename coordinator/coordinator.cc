@@ -4,6 +4,7 @@
 #include "coordinator/coordinator.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -293,6 +294,8 @@ void Coordinator::StartJudgingLocked(JobRecord* job) {
   const v1::JobStatus& status = job->status;
   const auto world = static_cast<uint32_t>(status.ranks_size());
   job->judge = std::make_unique<StepJudge>(world, StepJudgeOptionsFromSpec(status.spec()));
+  // The first report publishes whatever it brings (clearing the last attempt's judgement).
+  job->published_judge_revision = std::numeric_limits<uint64_t>::max();
   job->metrics = std::make_unique<MetricsHistory>(
       world, static_cast<double>(status.spec().batch_size()) *
                  std::max<uint32_t>(1, status.spec().sync().gradient_accumulation_steps()));

@@ -164,7 +164,10 @@ absl::StatusOr<Coordinator::StopSignal> Coordinator::ReportProgress(
     for (const v1::StepReport& step : steps) job->judge->Add(rank.value(), step, &raised);
     for (const v1::StepReport& step : steps) job->metrics->Add(rank.value(), step);
     job->judge->SetDetectedTime(absl::ToUnixMillis(clock_->Now()));
-    PublishJudgementLocked(job);
+    if (job->judge->revision() != job->published_judge_revision) {
+      PublishJudgementLocked(job);
+      job->published_judge_revision = job->judge->revision();
+    }
   }
   for (const v1::EpochReport& report : epochs) {
     auto* kept = job->status.mutable_epochs();

@@ -52,6 +52,9 @@ struct JobRecord {
   // The current attempt's step judge (created on assignment); its alarms, verdict and straggler
   // scores are copied into `status` whenever they change.
   std::unique_ptr<StepJudge> judge;
+  // The judge's revision last copied into `status` (alarms, verdict, stragglers); a report
+  // that changed nothing copies nothing (the copy is O(world size)).
+  uint64_t published_judge_revision = 0;
   // The current attempt's per-step, per-rank figures (bounded; created on assignment).
   std::unique_ptr<MetricsHistory> metrics;
 

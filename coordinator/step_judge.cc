@@ -163,6 +163,7 @@ void StepJudge::Judge(uint64_t step, const Row& row, std::vector<v1::Alarm>* rai
     result = v1::Verdict::WARN;
   }
   verdict_.set_result(result);
+  ++revision_;
 }
 
 void StepJudge::CheckDigests(uint64_t step, const Row& row, std::vector<v1::Alarm>* raised) {
@@ -393,6 +394,7 @@ void StepJudge::Raise(v1::Alarm::Kind kind, uint64_t step, std::vector<uint32_t>
     if (a.last_step() != step) {
       a.set_repeats(a.repeats() + 1);
       a.set_last_step(step);
+      ++revision_;
     }
     return;
   }
@@ -405,10 +407,12 @@ void StepJudge::Raise(v1::Alarm::Kind kind, uint64_t step, std::vector<uint32_t>
   a.set_message(std::move(message));
   a.set_failed_job(kind != v1::Alarm::STRAGGLER && options_.fail_on_desync);
   alarms_.push_back(a);
+  ++revision_;
   if (raised != nullptr) raised->push_back(std::move(a));
 }
 
 void StepJudge::SetDetectedTime(int64_t unix_ms) {
+  if (unstamped_from_ < alarms_.size()) ++revision_;
   for (size_t i = unstamped_from_; i < alarms_.size(); ++i) {
     alarms_[i].set_detected_unix_ms(unix_ms);
   }

@@ -78,6 +78,10 @@ class StepJudge {
   const v1::Verdict& verdict() const { return verdict_; }
   // The latest window's scores, by rank (empty before the first full window).
   const std::vector<v1::StragglerScore>& stragglers() const { return stragglers_; }
+  // Changes whenever alarms(), verdict() or stragglers() may have changed (a step judged, an
+  // alarm raised or repeated, a detection time stamped): a caller copying them out copies only
+  // when it moved. Starts at 0.
+  uint64_t revision() const { return revision_; }
 
   // Steps received but not judged yet.
   size_t pending_steps() const { return pending_.size(); }
@@ -134,6 +138,7 @@ class StepJudge {
   uint64_t window_first_step_ = 0;
 
   std::vector<v1::Alarm> alarms_;
+  uint64_t revision_ = 0;
   size_t unstamped_from_ = 0;  // alarms_[unstamped_from_..] have no detection time yet
   v1::Verdict verdict_;
   std::vector<v1::StragglerScore> stragglers_;

@@ -64,6 +64,25 @@ TEST_F(StepJudgeTest, CleanStepsOfFourRanksRaiseNothingAndPass) {
   EXPECT_EQ(judge.pending_steps(), 0u);
 }
 
+TEST_F(StepJudgeTest, RevisionMovesOnlyWhenTheJudgementMayHaveChanged) {
+  StepJudge judge(2, {});
+  EXPECT_EQ(judge.revision(), 0u);
+  judge.Add(0, Report(1, 0), nullptr);  // step 1 waits for rank 1: nothing judged
+  EXPECT_EQ(judge.revision(), 0u);
+  judge.Add(1, Report(1, 1), nullptr);  // step 1 judged
+  const uint64_t judged = judge.revision();
+  EXPECT_GT(judged, 0u);
+  judge.SetDetectedTime(5);  // no new alarm to stamp
+  EXPECT_EQ(judge.revision(), judged);
+  v1::StepReport nan = Report(2, 0);
+  nan.set_loss(std::nan(""));
+  judge.Add(0, nan, nullptr);  // LOSS_NOT_FINITE at once
+  EXPECT_GT(judge.revision(), judged);
+  const uint64_t raised = judge.revision();
+  judge.SetDetectedTime(6);  // stamps the new alarm
+  EXPECT_GT(judge.revision(), raised);
+}
+
 TEST_F(StepJudgeTest, ARankSteppingWithItsLocalGradientsIsNamedAtTheFirstStep) {
   StepJudge judge(3, {});
   // Rank 1 bypasses: it still issues the collectives, but steps with its local gradients.
