@@ -41,25 +41,6 @@ void KeepIf(std::vector<T>* waiters, Keep keep) {
   waiters->erase(waiters->begin() + static_cast<std::ptrdiff_t>(kept), waiters->end());
 }
 
-absl::Status CheckParts(size_t keys, const KvParts& parts) {
-  if (parts.count == 0) {
-    if (parts.index.empty()) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat(
-        "part_index has ", parts.index.size(), " entries but parts is 0 (whole values)"));
-  }
-  if (parts.index.size() != keys) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "part_index has ", parts.index.size(), " entries for ", keys, " keys: give one per key"));
-  }
-  for (size_t i = 0; i < keys; ++i) {
-    if (parts.index[i] >= parts.count) {
-      return absl::InvalidArgumentError(absl::StrCat("part_index[", i, "] is ", parts.index[i],
-                                                     "; it must be < parts (", parts.count, ")"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 bool AttemptKvStore::Advance(const Attempt& entry, ManyWaiter* waiter) {
@@ -75,12 +56,9 @@ std::vector<std::string> AttemptKvStore::Collect(const Attempt& entry, const Man
   values.reserve(waiter.keys.size());
   for (size_t i = 0; i < waiter.keys.size(); ++i) {
     const std::string& value = entry.values.at(waiter.keys[i]);
-    if (waiter.parts.count == 0) {
-      values.push_back(value);
-    } else {
-      const size_t size = value.size() / waiter.parts.count;
-      values.push_back(value.substr(waiter.parts.index[i] * size, size));
-    }
+    values.push_back(waiter.parts.count == 0
+                         ? value
+                         : CutValue(value, waiter.parts.count, waiter.parts.index[i]));
   }
   return values;
 }
@@ -118,7 +96,7 @@ void AttemptKvStore::Get(const AttemptId& attempt, const std::string& key, absl:
 void AttemptKvStore::GetMany(const AttemptId& attempt, std::vector<std::string> keys,
                              KvParts parts, absl::Time deadline, absl::Time now,
                              KvGetManyCallback done, DeferredCallbacks* deferred) {
-  if (absl::Status valid = CheckParts(keys.size(), parts); !valid.ok()) {
+  if (absl::Status valid = CheckValueParts(keys.size(), parts); !valid.ok()) {
     return CompleteMany(std::move(done), valid, deferred);
   }
   Attempt& entry = attempts_[attempt];

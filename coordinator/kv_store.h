@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/value_parts.h"
 #include "coordinator/attempt_id.h"
 #include "coordinator/deferred_callbacks.h"
 
@@ -21,14 +22,8 @@ namespace ringleader {
 using KvGetCallback = std::function<void(absl::StatusOr<std::string>)>;
 using KvGetManyCallback = std::function<void(absl::StatusOr<std::vector<std::string>>)>;
 
-// Which bytes of each value a multi-key read answers. count == 0: whole values. Otherwise a
-// value of L bytes is cut into `count` parts of floor(L / count) bytes and the read of keys[i]
-// answers part index[i]: bytes [index[i] * size, (index[i] + 1) * size). This is how gloo cuts
-// a rank's address blob (one address per peer), so a rank fetches only its own addresses.
-struct KvParts {
-  uint32_t count = 0;
-  std::vector<uint32_t> index;  // one per key when count > 0
-};
+// Which bytes of each value a multi-key read answers (see common/value_parts.h).
+using KvParts = ValueParts;
 
 // Not thread-safe: owned by the Coordinator and used under its lock. Completions are never run
 // directly: they are added to the caller's DeferredCallbacks, to run after the lock is released.

@@ -13,16 +13,12 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/value_parts.h"
 
 namespace ringleader {
 
-// Which bytes of each value GetMany answers. count == 0: whole values. Otherwise a value of L
-// bytes is cut into `count` parts of floor(L / count) bytes and keys[i] answers part index[i]:
-// bytes [index[i] * size, (index[i] + 1) * size), as the coordinator's KvGetMany cuts them.
-struct ValueParts {
-  uint32_t count = 0;
-  std::vector<uint32_t> index;  // one per key when count > 0
-};
+// Which bytes of each value GetMany answers: common/value_parts.h (as the coordinator's
+// KvGetMany cuts them).
 
 // Thread-safe.
 class KeyValueStore {
@@ -48,13 +44,6 @@ absl::StatusOr<std::vector<std::string>> GetEachKey(KeyValueStore* store,
                                                     const std::vector<std::string>& keys,
                                                     const ValueParts& parts, absl::Duration timeout,
                                                     Clock* clock);
-
-// INVALID_ARGUMENT unless `parts` fits `keys` keys (see ValueParts).
-absl::Status CheckValueParts(size_t keys, const ValueParts& parts);
-
-// Part `index` of `count` equal parts of `value` (the whole value when count == 0; empty when
-// index >= count).
-std::string CutValue(const std::string& value, uint32_t count, uint32_t index);
 
 }  // namespace ringleader
 
