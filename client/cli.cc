@@ -110,6 +110,19 @@ const std::vector<CommandSpec>& Commands() {
        {{"format", "csv|json", "output format (default csv)"},
         {"output", "FILE", "write to FILE (atomically) instead of stdout; prints a summary",
          /*repeated=*/false, /*short_name=*/'o'}}},
+      {"plot",
+       "JOB",
+       1,
+       1,
+       "draw a job's per-rank metrics as charts in an SVG or PNG file",
+       "The figures 'metrics' exports, drawn: one panel per quantity (loss, synced vs local\n"
+       "grad norm, drift, step time, samples/s) with one line per rank, axes with ticks and a\n"
+       "legend, for the job's current attempt. The dashboard's job page draws the same charts\n"
+       "live (/job/JOB on the coordinator's --http_listen address). -o FILE.svg writes the\n"
+       "SVG; -o FILE.png converts it with rsvg-convert (Debian package librsvg2-bin). The file\n"
+       "is replaced atomically.",
+       {{"output", "FILE", "the .svg or .png file to write (required)", /*repeated=*/false,
+         /*short_name=*/'o'}}},
       {"logs",
        "JOB",
        1,
@@ -282,6 +295,15 @@ int RunCli(const std::vector<std::string>& args, const CommandEnvironment& base_
     }
   }
 
+  PlotOptions plot;
+  if (line->command == "plot") {
+    plot.output_path = line->Value("output");
+    if (absl::Status valid = CheckPlotOptions(plot); !valid.ok()) {
+      *env.err << "error: " << valid.message() << "\n";
+      return valid.code() == absl::StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
+    }
+  }
+
   if (line->command == "export" && line->Value("output").empty()) {
     *env.err << "error: export: -o FILE (--output) is required\n";
     return kExitUsage;
@@ -299,6 +321,7 @@ int RunCli(const std::vector<std::string>& args, const CommandEnvironment& base_
                      *client, env);
   }
   if (command == "metrics") return RunMetrics(line->arguments[0], metrics, *client, env);
+  if (command == "plot") return RunPlot(line->arguments[0], plot, *client, env);
   if (command == "logs") return RunLogs(line->arguments[0], logs, *client, env);
   if (command == "export") {
     return RunExport(line->arguments[0], line->Value("output"), *client, env);

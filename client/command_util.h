@@ -15,6 +15,11 @@ namespace ringleader {
 // kExitUnreachable for UNAVAILABLE and DEADLINE_EXCEEDED, kExitFailure otherwise.
 int ReportError(const absl::Status& status, const std::string& what, const CommandEnvironment& env);
 
+// Writes `bytes` to a new temporary file next to `path` (fsync'ed), then renames it to `path`:
+// readers see the old file or the whole new one. Returns 0 or the errno of the first failure;
+// the temporary file is removed on failure and the file at `path` is untouched.
+int WriteFileAtomically(const std::string& path, const std::string& bytes);
+
 // Prints `message` in protobuf's JSON mapping (proto field names, indented) and a newline to
 // env.out; kExitOk, or kExitFailure when it cannot be converted.
 int PrintJson(const google::protobuf::Message& message, const CommandEnvironment& env);

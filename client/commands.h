@@ -87,6 +87,13 @@ struct MetricsOptions {
   std::string output_path;     // empty: stdout
 };
 
+// `plot`: where the charts go.
+struct PlotOptions {
+  std::string output_path;  // FILE.svg or FILE.png (required)
+  // What converts SVG to PNG for a .png file: a program name looked up in PATH, or a path.
+  std::string rsvg_convert = "rsvg-convert";
+};
+
 // `logs`: which output, and whether to follow it.
 struct LogsOptions {
   // One rank, printed raw; unset: every rank, each line prefixed "[rank R] ".
@@ -126,6 +133,18 @@ int RunCancel(const std::string& job_id, const std::string& reason, JobClient& c
 // options.output_path (atomically) and prints a one-line summary. Exit 2 for a bad format.
 int RunMetrics(const std::string& job_id, const MetricsOptions& options, JobClient& client,
                const CommandEnvironment& env);
+
+// OK, or an error naming -o/--output and the fix: INVALID_ARGUMENT (no output file, or an
+// extension other than .svg and .png), FAILED_PRECONDITION (a .png while options.rsvg_convert
+// cannot be found: Debian's librsvg2-bin provides it).
+absl::Status CheckPlotOptions(const PlotOptions& options);
+
+// Draws the job's per-step, per-rank metrics (GetJobMetrics, as `metrics` fetches them) as
+// charts (client/plot_svg.h) into options.output_path, written atomically; a .png is the SVG
+// converted by rsvg-convert. Prints a one-line summary. Exit 2 for bad options, 1 when the
+// file cannot be written or converted.
+int RunPlot(const std::string& job_id, const PlotOptions& options, JobClient& client,
+            const CommandEnvironment& env);
 
 // Prints the ranks' output the coordinator keeps (GetLogs; "[rank R: N bytes not kept]" where
 // some of it is gone), and with options.follow the new output until the attempt or the job is

@@ -119,6 +119,25 @@ TEST_F(CommandsTest, SubmitNotesAFingerprintMismatch) {
 // ----- status / list / workers / cancel -----------------------------------------------------
 
 
+TEST_F(CommandsTest, StatusShowsWhereEachRankIsWhileTheAttemptRuns) {
+  v1::GetJobResponse response;
+  *response.mutable_job() = RunningJob();
+  v1::RankStatus* stopped = response.mutable_job()->mutable_ranks(1);
+  stopped->mutable_activity()->set_phase(v1::RANK_PHASE_CONNECTING);
+  stopped->mutable_activity()->set_detail("to rank 0 at 10.1.0.1:41729");
+  stopped->mutable_activity()->set_phase_elapsed_ms(15200);
+  stopped->set_silent_ms(8200);
+  stopped->set_process_state("stopped");
+  EXPECT_CALL(client_, Get("j-3")).WillOnce(Return(response));
+  EXPECT_EQ(RunStatus("j-3", client_, env_), kExitOk);
+  const std::string text = out_.str();
+  EXPECT_THAT(text, HasSubstr("activity\n"));
+  EXPECT_THAT(text, HasSubstr("1     connecting (to rank 0 at 10.1.0.1:41729) for 15.2s  8.2s    "
+                              "stopped"));
+  // A rank that never said its phase gets no row.
+  EXPECT_THAT(text, Not(HasSubstr("\n0     connecting")));
+}
+
 TEST_F(CommandsTest, StatusPrintsStateTransitionsRanksAndEpochs) {
   v1::GetJobResponse response;
   *response.mutable_job() = RunningJob();

@@ -3,11 +3,7 @@
 // to a file. Numbers round-trip: CSV prints each double with the fewest of 15..17 significant
 // digits that parse back to the same value; JSON is protobuf's proto3 mapping of the response
 // (proto field names, every field printed, 64-bit integers as strings).
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -72,40 +68,6 @@ absl::StatusOr<std::string> FormatMetrics(const v1::GetJobMetricsResponse& metri
                                           const std::string& format) {
   if (format == "json") return FormatJson(metrics);
   return FormatCsv(metrics);
-}
-
-// The file helpers below return 0 or the errno of the first failure.
-int WriteAll(int fd, const std::string& bytes) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    done += static_cast<size_t>(n);
-  }
-  return 0;
-}
-
-// Writes `bytes` to the open file `fd`, flushes it to disk and closes it.
-int WriteAndClose(int fd, const std::string& bytes) {
-  int error = WriteAll(fd, bytes);
-  if (error == 0 && ::fsync(fd) != 0) error = errno;
-  if (::close(fd) != 0 && error == 0) error = errno;
-  return error;
-}
-
-// A new temporary file next to `path`, then rename: readers see the old file or the whole new
-// one. Returns 0 or the errno of the failure; the temporary file is removed on failure.
-int WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  const std::string temporary = absl::StrCat(path, ".tmp.", ::getpid());
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0) return errno;
-  int error = WriteAndClose(fd, bytes);
-  if (error == 0 && ::rename(temporary.c_str(), path.c_str()) != 0) error = errno;
-  if (error != 0) ::unlink(temporary.c_str());  // best effort; the file at `path` is untouched
-  return error;
 }
 
 // "wrote 4 points (steps 1..2, generation 3) to out.csv"

@@ -13,6 +13,7 @@
 #include "client/commands.h"
 #include "client/format.h"
 #include "client/table.h"
+#include "common/rank_phase.h"
 #include "client/verdict_format.h"
 
 namespace ringleader {
@@ -117,6 +118,17 @@ std::string FormatJobStatus(const v1::JobStatus& job) {
       errors.push_back(absl::StrCat("  rank ", rank.rank(), ": ", rank.error()));
   }
   absl::StrAppend(&text, "\nranks\n", ranks.Render());
+  // Where each rank is while the attempt runs (its last report or keepalive).
+  bool any_activity = false;
+  Table activity({"RANK", "PHASE", "SILENT", "PROCESS"}, "  ");
+  for (const v1::RankStatus& rank : job.ranks()) {
+    if (!rank.has_activity()) continue;
+    any_activity = true;
+    activity.AddRow({absl::StrCat(rank.rank()), DescribeActivity(rank.activity()),
+                     rank.silent_ms() < 0 ? "-" : ShortDuration(absl::Milliseconds(rank.silent_ms())),
+                     rank.process_state().empty() ? "-" : rank.process_state()});
+  }
+  if (any_activity) absl::StrAppend(&text, "\nactivity\n", activity.Render());
   if (!errors.empty()) absl::StrAppend(&text, "\nrank errors\n", absl::StrJoin(errors, "\n"), "\n");
 
   if (job.alarms_size() > 0) {

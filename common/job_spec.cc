@@ -118,6 +118,15 @@ absl::Status ValidateModel(const JobSpec& spec, const JobSpecLimits& limits) {
   if (faults.crash_at_step() > 0) {
     RETURN_IF_ERROR(check_rank("crash_rank", faults.crash_rank()));
   }
+  if (faults.pause_ms() > 0) {
+    RETURN_IF_ERROR(check_rank("pause_rank", faults.pause_rank()));
+    if (faults.pause_phase() == v1::RANK_PHASE_UNSPECIFIED ||
+        faults.pause_phase() == v1::RANK_PHASE_RUNNING_COMMAND) {
+      return Invalid(
+          "model.faults.pause_phase: name a phase of the built-in trainer (e.g. "
+          "RANK_PHASE_CONNECTING) for pause_ms");
+    }
+  }
   return absl::OkStatus();
 }
 

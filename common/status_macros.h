@@ -2,11 +2,29 @@
 //
 //   RETURN_IF_ERROR(DoThing());
 //   ASSIGN_OR_RETURN(auto value, ComputeValue());
+//   return WithPrefix(status, "step 3: ");   // same code and payloads, message prefixed
 #ifndef RINGLEADER_COMMON_STATUS_MACROS_H_
 #define RINGLEADER_COMMON_STATUS_MACROS_H_
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace ringleader {
+
+// `status` with `prefix` in front of its message, keeping its code and payloads (a payload
+// such as the peer a transport error is about must survive the context added on the way up).
+inline absl::Status WithPrefix(const absl::Status& status, absl::string_view prefix) {
+  if (status.ok()) return status;
+  absl::Status prefixed(status.code(), absl::StrCat(prefix, status.message()));
+  status.ForEachPayload([&prefixed](absl::string_view url, const absl::Cord& payload) {
+    prefixed.SetPayload(url, payload);
+  });
+  return prefixed;
+}
+
+}  // namespace ringleader
 
 #define RL_STATUS_CONCAT_INNER_(a, b) a##b
 #define RL_STATUS_CONCAT_(a, b) RL_STATUS_CONCAT_INNER_(a, b)

@@ -21,11 +21,6 @@ constexpr int kRanksNamedInReason = 8;
 
 }  // namespace
 
-std::string DescribeRank(const v1::RankStatus& rank) {
-  return absl::StrCat("rank ", rank.rank(), " (worker ", rank.worker_name(), " on ", rank.host(),
-                      ")");
-}
-
 Coordinator::Coordinator(CoordinatorOptions options, Clock* clock, JobStore* store,
                          EventLogger logger)
     : options_(std::move(options)),
@@ -239,6 +234,7 @@ void Coordinator::AssignLocked(JobRecord* job, const std::vector<WorkerRecord*>&
   status.set_generation(status.generation() + 1);
   status.clear_ranks();
   job->last_contact.clear();  // a new attempt: its rank processes have not been heard from
+  job->activity.clear();
   job->reattach_deadline = absl::InfiniteFuture();
   job->carried_alarms.clear();
   job->carried_verdict.Clear();
@@ -373,6 +369,16 @@ v1::JobStatus Coordinator::RenderLocked(const JobRecord& job) {
     if (worker != nullptr) {
       rank.set_heartbeat_age_ms(absl::ToInt64Milliseconds(now - worker->last_heartbeat));
     }
+    if (AttemptOver(status) || IsTerminal(status.state())) continue;
+    const RankEvidence evidence = EvidenceLocked(job, rank, now);
+    rank.set_silent_ms(evidence.silent ? absl::ToInt64Milliseconds(*evidence.silent) : -1);
+    if (evidence.activity.phase() != v1::RANK_PHASE_UNSPECIFIED) {
+      *rank.mutable_activity() = evidence.activity;
+      rank.mutable_activity()->set_phase_elapsed_ms(
+          evidence.activity.phase_elapsed_ms() +
+          std::max<int64_t>(0, absl::ToInt64Milliseconds(evidence.activity_age)));
+    }
+    rank.set_process_state(evidence.process_state);
   }
   return status;
 }
@@ -414,12 +420,28 @@ void Coordinator::FailRendezvousLocked(absl::Time now, DeferredCallbacks* deferr
     }
     std::vector<std::string> missing;
     for (const v1::RankStatus& rank : job->status.ranks()) {
-      if (!rank.joined()) missing.push_back(DescribeRank(rank));
+      if (rank.joined()) continue;
+      // Whether its daemon is there, and what state its rank process is in.
+      const RankEvidence evidence = EvidenceLocked(*job, rank, now);
+      std::string daemon = "its worker is no longer registered";
+      if (evidence.daemon_silent.has_value()) {
+        daemon = absl::StrCat("its daemon's last heartbeat ",
+                              absl::FormatDuration(absl::Trunc(*evidence.daemon_silent,
+                                                               absl::Milliseconds(100))),
+                              " ago",
+                              evidence.process_state.empty()
+                                  ? ""
+                                  : absl::StrCat(", rank process ", evidence.process_state));
+      }
+      missing.push_back(absl::StrCat(DescribeRank(rank), ": ", daemon));
     }
     FailAttemptLocked(job,
-                      absl::StrCat("rendezvous timeout: ", absl::StrJoin(missing, ", "),
+                      absl::StrCat("rendezvous timeout: ", missing.size(),
+                                   missing.size() == 1 ? " rank" : " ranks",
                                    " did not join within ",
-                                   absl::FormatDuration(options_.rendezvous_timeout)),
+                                   absl::FormatDuration(options_.rendezvous_timeout), ": ",
+                                   absl::StrJoin(missing, "; "),
+                                   OtherRanksLocked(*job, std::nullopt)),
                       /*restartable=*/true, deferred);
   }
 }

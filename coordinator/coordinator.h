@@ -58,6 +58,7 @@
 #include "common/clock.h"
 #include "common/ids.h"
 #include "coordinator/attempt_id.h"
+#include "coordinator/culprit.h"
 #include "coordinator/deferred_callbacks.h"
 #include "coordinator/job_store.h"
 #include "coordinator/job_table.h"
@@ -132,8 +133,11 @@ class Coordinator {
 
   // Renews the worker's lease; returns the attempts it must abort (each reported once).
   // Errors: NOT_FOUND (unknown id, incarnation mismatch, or declared lost: register again).
+  // `rank_process_state`: the daemon's rank process as /proc shows it (evidence for failure
+  // reasons, see culprit.h; "" = none).
   absl::StatusOr<std::vector<v1::JobAttempt>> Heartbeat(const WorkerId& worker,
-                                                        uint64_t incarnation);
+                                                        uint64_t incarnation,
+                                                        const std::string& rank_process_state = "");
 
   // Long poll for the worker's next assignment: completes with it as soon as there is one, with
   // nullopt at `deadline`, or with an error: NOT_FOUND (unknown or lost worker, or replaced by
@@ -188,9 +192,12 @@ class Coordinator {
   // job's status. An alarm that fails the job (checks.on_desync "fail") ends it FAILED with
   // "check failed: KIND: <the alarm's message>" and answers stop. Errors: NOT_FOUND (unknown
   // job), FAILED_PRECONDITION (stale generation), INVALID_ARGUMENT (rank out of range).
+  // `activity` (phase UNSPECIFIED = not said) is where the rank is now: kept for the job's
+  // status and for failure reasons, without waking watchers.
   absl::StatusOr<StopSignal> ReportProgress(const AttemptId& attempt, Rank rank,
                                             const std::vector<v1::StepReport>& steps,
-                                            const std::vector<v1::EpochReport>& epochs);
+                                            const std::vector<v1::EpochReport>& epochs,
+                                            const v1::RankActivity& activity = {});
 
   struct RankOutcome {
     bool ok = false;
@@ -198,6 +205,8 @@ class Coordinator {
     std::string checkpoint_path;  // checkpoint the rank wrote, if any
     // The failure is the job's own (a spec the rank cannot run, a desync): never restarted.
     bool job_error = false;
+    // The peer the failure is about (it could not be reached, or closed its connection).
+    std::optional<PeerBlame> peer;
   };
   // The rank finished. The first report of a rank counts; later ones are ignored. A failed
   // rank restarts the job when it has restarts left and the failure is not `job_error`, else
@@ -386,8 +395,11 @@ class Coordinator {
                           DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LoseWorkerLocked(WorkerRecord* worker, absl::Time now, DeferredCallbacks* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails the attempt `worker` runs a rank of: "<rank> <what>", plus (`with_last_heard`)
+  // when and in which phase its rank process was last heard from.
   void FailWorkerAttemptLocked(WorkerRecord* worker, const std::string& what,
-                               DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                               DeferredCallbacks* deferred, bool with_last_heard = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes `running` back into its attempt for `worker` (a registration after a lost lease or a
   // coordinator restart). Returns "" when kept, else why not.
   std::string ReattachLocked(WorkerRecord* worker, const RunningRank& running,
@@ -401,10 +413,15 @@ class Coordinator {
   bool StillOfferedLocked(const WorkerRecord& worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Attempt side (coordinator_attempts.cc).
-  // "; suspect (rank process not heard from): rank R (...) silent for 8.2s since step 12"
-  // for the job's other unfinished ranks quiet for longer than silent_rank_after; "" if none.
-  std::string SilentRanksLocked(const JobRecord& job, Rank failed) const
+  // The evidence about the attempt's other ranks for a failure reason (culprit.h): suspects
+  // with their evidence, then where every other rank was. `failed` is the failing rank
+  // (nullopt: none). "" when there is nothing to say.
+  std::string OtherRanksLocked(const JobRecord& job, std::optional<Rank> failed,
+                               const std::optional<PeerBlame>& peer = std::nullopt) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What the coordinator knows about rank `rank` of the job's current attempt.
+  RankEvidence EvidenceLocked(const JobRecord& job, const v1::RankStatus& rank,
+                              absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<JobRecord*> FindAttemptLocked(const AttemptId& attempt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Why a key-value read of `attempt` cannot be parked (shutting down, FindAttemptLocked's
@@ -448,9 +465,6 @@ class Coordinator {
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t heartbeats_received_ ABSL_GUARDED_BY(mu_) = 0;
 };
-
-// "rank R (worker NAME on HOST)", as failure reasons name a rank.
-std::string DescribeRank(const v1::RankStatus& rank);
 
 }  // namespace ringleader
 

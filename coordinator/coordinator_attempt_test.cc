@@ -169,34 +169,102 @@ std::string LastReason(const v1::JobStatus& job) {
   return job.transitions(job.transitions_size() - 1).reason();
 }
 
-TEST_F(AttemptTest, AFailureNamesTheRanksWhoseProcessWentSilent) {
+v1::RankActivity Activity(v1::RankPhase phase, const std::string& detail) {
+  v1::RankActivity activity;
+  activity.set_phase(phase);
+  activity.set_detail(detail);
+  return activity;
+}
+
+TEST_F(AttemptTest, AFailureNamesTheFrozenRankWithItsEvidenceAndThePhaseOfEveryOtherRank) {
   JoinBoth();
   v1::StepReport step;
   step.set_step(12);
   step.set_collectives(2);
-  ASSERT_TRUE(coordinator_.ReportProgress(attempt_, Rank(0), {step}, {}).ok());
-  ASSERT_TRUE(coordinator_.ReportProgress(attempt_, Rank(1), {step}, {}).ok());
-  // Rank 1's process freezes; rank 0 waits in the next collective, sending keepalives.
+  const v1::RankActivity training = Activity(v1::RANK_PHASE_TRAINING, "step 13");
+  ASSERT_TRUE(coordinator_.ReportProgress(attempt_, Rank(0), {step}, {}, training).ok());
+  ASSERT_TRUE(coordinator_.ReportProgress(attempt_, Rank(1), {step}, {}, training).ok());
+  // Rank 1's process is stopped; its daemon heartbeats on and says so. Rank 0 waits in the
+  // next collective, sending keepalives.
   for (int i = 0; i < 8; ++i) {
     clock_.Advance(absl::Seconds(1));
-    ASSERT_TRUE(coordinator_.ReportProgress(attempt_, Rank(0), {}, {}).ok());
+    ASSERT_TRUE(coordinator_.ReportProgress(attempt_, Rank(0), {}, {}, training).ok());
+    ASSERT_TRUE(coordinator_.Heartbeat(a_, 1, "sleeping").ok());
+    ASSERT_TRUE(coordinator_.Heartbeat(b_, 1, "stopped").ok());
   }
   clock_.Advance(absl::Milliseconds(250));
+  // While it runs, the job's status shows each rank's phase, silence and process state.
+  const v1::JobStatus running = Job(job_);
+  EXPECT_EQ(running.ranks(1).silent_ms(), 8250);
+  EXPECT_EQ(running.ranks(1).process_state(), "stopped");
+  EXPECT_EQ(running.ranks(1).activity().phase(), v1::RANK_PHASE_TRAINING);
+  EXPECT_EQ(running.ranks(1).activity().phase_elapsed_ms(), 8250);
+  EXPECT_EQ(running.ranks(0).silent_ms(), 250);
   ASSERT_TRUE(coordinator_
                   .FinishRank(attempt_, Rank(0),
                               {false, "step 13: allreduce bucket 0 timed out after 8s", ""})
                   .ok());
   EXPECT_EQ(LastReason(Job(job_)),
             "rank 0 (worker a on host-a) failed: step 13: allreduce bucket 0 timed out after 8s; "
-            "suspect (rank process not heard from): rank 1 (worker b on host-b) silent for 8.2s "
-            "since step 12");
+            "suspect: rank 1 (worker b on host-b) stopped or frozen: silent for 8.2s (last step "
+            "12) while its daemon heartbeats (last 250ms ago); process state stopped; last phase "
+            "training (step 13) for 8.2s");
+}
+
+TEST_F(AttemptTest, ARankWhoseDaemonWentSilentTooIsNamedGone) {
+  JoinBoth();
+  for (int i = 0; i < 6; ++i) {
+    clock_.Advance(absl::Seconds(1));
+    ASSERT_TRUE(coordinator_.ReportProgress(attempt_, Rank(0), {}, {}).ok());
+    ASSERT_TRUE(coordinator_.Heartbeat(a_, 1).ok());
+  }
+  ASSERT_TRUE(
+      coordinator_.FinishRank(attempt_, Rank(0), {false, "connection closed by peer", ""}).ok());
+  EXPECT_THAT(LastReason(Job(job_)),
+              HasSubstr("suspect: rank 1 (worker b on host-b) host or daemon gone: no heartbeat "
+                        "from its daemon for 6s, rank process silent for 6s (no step yet)"));
+}
+
+TEST_F(AttemptTest, APeerNamedByTheFailingRankIsSuspectedSoonerAndALiveOneIsUnreachable) {
+  JoinBoth();
+  // 2 s after rank 1 (and its daemon) went quiet: below silent_rank_after, but rank 0 says
+  // its peer rank 1 closed the connection.
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_TRUE(coordinator_.ReportProgress(attempt_, Rank(0), {}, {}).ok());
+  Coordinator::RankOutcome closed{false, "peer closed the connection", ""};
+  closed.peer = PeerBlame{1, "10.1.0.2:41729"};
+  ASSERT_TRUE(coordinator_.FinishRank(attempt_, Rank(0), closed).ok());
+  // Its daemon's last heartbeat is 2 s old: within 1.5 heartbeat intervals, so not evidence
+  // of a gone host; the text gives the figures.
+  EXPECT_THAT(LastReason(Job(job_)),
+              HasSubstr("suspect: rank 1 (worker b on host-b) stopped or frozen: silent for 2s "
+                        "(no step yet) while its daemon heartbeats (last 2s ago)"));
+}
+
+TEST_F(AttemptTest, AnUnreachableLoopbackPeerOnAnotherHostGetsTheFix) {
+  JoinBoth();
+  const v1::RankActivity connecting = Activity(v1::RANK_PHASE_CONNECTING, "1 peer");
+  ASSERT_TRUE(coordinator_.ReportProgress(attempt_, Rank(1), {}, {}, connecting).ok());
+  clock_.Advance(absl::Milliseconds(500));
+  Coordinator::RankOutcome refused{false, "could not connect to rank 1 at 127.0.0.1:41729", ""};
+  refused.peer = PeerBlame{1, "127.0.0.1:41729"};
+  ASSERT_TRUE(coordinator_.FinishRank(attempt_, Rank(0), refused).ok());
+  EXPECT_EQ(LastReason(Job(job_)),
+            "rank 0 (worker a on host-a) failed: could not connect to rank 1 at "
+            "127.0.0.1:41729; rank 1's collective address 127.0.0.1:41729 is a loopback address, "
+            "but it runs on host-b and the rank that could not reach it on host-a: set the "
+            "worker's collective address (ringleader-worker --collective_host=ADDR, or leave it "
+            "unset to use the address of the route to the coordinator); other ranks: rank 1 "
+            "(worker b on host-b) alive but unreachable at 127.0.0.1:41729, connecting (1 peer) "
+            "for 500ms");
 }
 
 TEST_F(AttemptTest, AFailureNamesNoSuspectWhileEveryRankIsHeardFrom) {
   JoinBoth();
   clock_.Advance(absl::Seconds(4));  // within silent_rank_after (5 s)
   ASSERT_TRUE(coordinator_.FinishRank(attempt_, Rank(0), {false, "data: file missing", ""}).ok());
-  EXPECT_EQ(LastReason(Job(job_)), "rank 0 (worker a on host-a) failed: data: file missing");
+  EXPECT_EQ(LastReason(Job(job_)),
+            "rank 0 (worker a on host-a) failed: data: file missing");
 }
 
 TEST_F(AttemptTest, FailedRankFailsTheJobAndOnlyTheFirstReportCounts) {

@@ -138,7 +138,7 @@ void Coordinator::KvGetManyAsync(const AttemptId& attempt, std::vector<std::stri
 
 absl::StatusOr<Coordinator::StopSignal> Coordinator::ReportProgress(
     const AttemptId& attempt, Rank rank, const std::vector<v1::StepReport>& steps,
-    const std::vector<v1::EpochReport>& epochs) {
+    const std::vector<v1::EpochReport>& epochs, const v1::RankActivity& activity) {
   Scope scope(this);
   absl::StatusOr<JobRecord*> found = FindAttemptLocked(attempt);
   if (!found.ok()) return found.status();
@@ -152,6 +152,9 @@ absl::StatusOr<Coordinator::StopSignal> Coordinator::ReportProgress(
     return answer(true, std::string(AttemptEnded(job->status).message()));
   }
   job->last_contact[rank.value()] = clock_->Now();
+  if (activity.phase() != v1::RANK_PHASE_UNSPECIFIED) {
+    job->activity[rank.value()] = {activity, clock_->Now()};
+  }
   if (steps.empty() && epochs.empty()) return answer(false, "");  // a keepalive
   if (!steps.empty()) {
     *job->status.mutable_ranks(static_cast<int>(rank.value()))->mutable_last_step() =
@@ -267,23 +270,43 @@ void Coordinator::PublishJudgementLocked(JobRecord* job) {
   for (const v1::StragglerScore& score : judge.stragglers()) *status.add_stragglers() = score;
 }
 
-std::string Coordinator::SilentRanksLocked(const JobRecord& job, Rank failed) const {
-  const absl::Time now = clock_->Now();
-  std::vector<std::string> silent;
-  for (const v1::RankStatus& rank : job.status.ranks()) {
-    if (rank.rank() == failed.value() || rank.finished() || !rank.joined()) continue;
-    auto contact = job.last_contact.find(rank.rank());
-    if (contact == job.last_contact.end()) continue;
-    const absl::Duration quiet = now - contact->second;
-    if (quiet <= options_.silent_rank_after) continue;
-    silent.push_back(absl::StrCat(
-        DescribeRank(rank), " silent for ",
-        absl::FormatDuration(absl::Trunc(quiet, absl::Milliseconds(100))),
-        rank.has_last_step() ? absl::StrCat(" since step ", rank.last_step().step())
-                             : std::string(" since it joined")));
+RankEvidence Coordinator::EvidenceLocked(const JobRecord& job, const v1::RankStatus& rank,
+                                         absl::Time now) const {
+  RankEvidence evidence;
+  evidence.status = rank;
+  if (auto contact = job.last_contact.find(rank.rank()); contact != job.last_contact.end()) {
+    evidence.silent = now - contact->second;
   }
-  if (silent.empty()) return "";
-  return absl::StrCat("; suspect (rank process not heard from): ", absl::StrJoin(silent, "; "));
+  if (auto seen = job.activity.find(rank.rank()); seen != job.activity.end()) {
+    evidence.activity = seen->second.activity;
+    evidence.activity_age = now - seen->second.received;
+  }
+  const WorkerRecord* worker = workers_.Find(WorkerId(rank.worker_id()));
+  if (worker != nullptr && worker->state != v1::WORKER_STATE_LOST) {
+    evidence.daemon_silent = now - worker->last_heartbeat;
+    evidence.process_state = worker->rank_process_state;
+  }
+  return evidence;
+}
+
+std::string Coordinator::OtherRanksLocked(const JobRecord& job, std::optional<Rank> failed,
+                                          const std::optional<PeerBlame>& peer) const {
+  const absl::Time now = clock_->Now();
+  std::vector<RankEvidence> ranks;
+  ranks.reserve(job.status.ranks_size());
+  for (const v1::RankStatus& rank : job.status.ranks()) {
+    ranks.push_back(EvidenceLocked(job, rank, now));
+  }
+  CulpritOptions culprit;
+  culprit.silent_after = options_.silent_rank_after;
+  culprit.daemon_silent_after = options_.heartbeat_interval * 1.5;
+  std::string failed_host;
+  std::optional<uint32_t> failed_rank;
+  if (failed.has_value() && failed->value() < static_cast<uint32_t>(job.status.ranks_size())) {
+    failed_rank = failed->value();
+    failed_host = job.status.ranks(static_cast<int>(failed->value())).host();
+  }
+  return DescribeOtherRanks(ranks, failed_rank, failed_host, peer, culprit);
 }
 
 absl::Status Coordinator::FinishRank(const AttemptId& attempt, Rank rank,
@@ -310,7 +333,7 @@ absl::Status Coordinator::FinishRank(const AttemptId& attempt, Rank rank,
     FailAttemptLocked(job,
                       absl::StrCat(DescribeRank(*finished), " failed: ",
                                    outcome.error.empty() ? "(no error message)" : outcome.error,
-                                   SilentRanksLocked(*job, rank)),
+                                   OtherRanksLocked(*job, rank, outcome.peer)),
                       /*restartable=*/!outcome.job_error, scope.deferred());
   } else if (!finished->joined()) {
     FailAttemptLocked(job,

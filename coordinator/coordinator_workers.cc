@@ -188,7 +188,8 @@ bool Coordinator::StillOfferedLocked(const WorkerRecord& worker) {
 }
 
 absl::StatusOr<std::vector<v1::JobAttempt>> Coordinator::Heartbeat(const WorkerId& id,
-                                                                   uint64_t incarnation) {
+                                                                   uint64_t incarnation,
+                                                                   const std::string& rank_process_state) {
   Scope scope(this);
   ++heartbeats_received_;
   WorkerRecord* worker = workers_.Find(id);
@@ -204,6 +205,7 @@ absl::StatusOr<std::vector<v1::JobAttempt>> Coordinator::Heartbeat(const WorkerI
                                             "): register again"));
   }
   worker->last_heartbeat = clock_->Now();
+  worker->rank_process_state = rank_process_state;
   std::vector<v1::JobAttempt> aborts;
   aborts.swap(worker->aborts);
   return aborts;
@@ -285,11 +287,11 @@ void Coordinator::LoseWorkerLocked(WorkerRecord* worker, absl::Time now,
                                                         " was declared lost: register again")),
                        deferred);
   }
-  FailWorkerAttemptLocked(worker, what, deferred);
+  FailWorkerAttemptLocked(worker, what, deferred, /*with_last_heard=*/true);
 }
 
 void Coordinator::FailWorkerAttemptLocked(WorkerRecord* worker, const std::string& what,
-                                          DeferredCallbacks* deferred) {
+                                          DeferredCallbacks* deferred, bool with_last_heard) {
   if (!worker->attempt.has_value()) return;
   JobRecord* job = jobs_.Find(worker->attempt->job);
   if (job == nullptr || IsTerminal(job->status.state()) ||
@@ -298,8 +300,12 @@ void Coordinator::FailWorkerAttemptLocked(WorkerRecord* worker, const std::strin
     return;
   }
   const v1::RankStatus& rank = job->status.ranks(static_cast<int>(worker->rank.value()));
-  FailAttemptLocked(job, absl::StrCat(DescribeRank(rank), " ", what), /*restartable=*/true,
-                    deferred);
+  FailAttemptLocked(
+      job,
+      absl::StrCat(DescribeRank(rank), " ", what,
+                   with_last_heard ? DescribeLastHeard(EvidenceLocked(*job, rank, clock_->Now()))
+                                   : ""),
+      /*restartable=*/true, deferred);
 }
 
 std::vector<v1::WorkerStatus> Coordinator::ListWorkers() {

@@ -48,6 +48,12 @@ struct JobRecord {
   // When each rank's process was last heard from in the current attempt (JoinJob, any
   // ReportProgress including keepalives), by rank.
   std::map<uint32_t, absl::Time> last_contact;
+  // Each rank's last reported activity and when it arrived (current attempt), by rank.
+  struct ReportedActivity {
+    v1::RankActivity activity;
+    absl::Time received;
+  };
+  std::map<uint32_t, ReportedActivity> activity;
 
   // The current attempt's step judge (created on assignment); its alarms, verdict and straggler
   // scores are copied into `status` whenever they change.

@@ -4,7 +4,8 @@
 //
 // Prints the bound address on stdout once listening (useful with --listen=HOST:0) and writes it
 // to --port_file atomically; logs job transitions and worker registrations/losses to stderr.
-// Serves Prometheus metrics at http://<--http_listen>/metrics (the log names the address).
+// Serves Prometheus metrics at http://<--http_listen>/metrics and the web dashboard at
+// http://<--http_listen>/ (the log names the address).
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -27,6 +28,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "coordinator/coordinator.h"
+#include "coordinator/dashboard/dashboard_routes.h"
 #include "coordinator/grpc_server.h"
 #include "coordinator/http_server.h"
 #include "coordinator/job_store.h"
@@ -69,8 +71,9 @@ ABSL_FLAG(int, max_queued_jobs, 1000,
 ABSL_FLAG(bool, allow_fault_injection, false,
           "Accept job specs with model.faults (fault injection). Tests and demos only.");
 ABSL_FLAG(std::string, http_listen, "127.0.0.1:7071",
-          "host:port of the HTTP server with Prometheus metrics at /metrics (port 0 picks a free "
-          "port; the log names it). Empty = no HTTP server.");
+          "host:port of the HTTP server: Prometheus metrics at /metrics, the web dashboard at / "
+          "and its JSON API under /api/ (port 0 picks a free port; the log names it). Empty = no "
+          "HTTP server.");
 ABSL_FLAG(std::string, port_file, "",
           "if set, the bound host:port is written to this file (atomically) once listening");
 
@@ -190,23 +193,32 @@ int Run() {
     std::fprintf(stderr, "ringleader-coordinator: %s\n", server.status().ToString().c_str());
     return 1;
   }
+  // The dashboard's API calls the same handler methods as gRPC, uncounted: the RPC series of
+  // /metrics count gRPC calls only.
+  RpcHandler http_handler(&coordinator);
   // Before the port file is written: whoever waits for it may scrape at once.
-  std::unique_ptr<MetricsHttpServer> metrics_server;
+  std::unique_ptr<HttpServer> http_server;
   if (const std::string http_listen = absl::GetFlag(FLAGS_http_listen); !http_listen.empty()) {
-    absl::StatusOr<std::unique_ptr<MetricsHttpServer>> started = MetricsHttpServer::Start(
-        http_listen, [&coordinator, &rpc_stats] {
-          // Both snapshots are copies: the text is formatted outside every lock.
-          return CoordinatorMetricsText(coordinator.Metrics(), rpc_stats.Take());
-        });
+    HttpRouter router;
+    absl::Status routed = AddMetricsRoute(&router, [&coordinator, &rpc_stats] {
+      // Both snapshots are copies: the text is formatted outside every lock.
+      return CoordinatorMetricsText(coordinator.Metrics(), rpc_stats.Take());
+    });
+    if (routed.ok()) routed = AddDashboardRoutes(&http_handler, &router);
+    absl::StatusOr<std::unique_ptr<HttpServer>> started =
+        routed.ok() ? HttpServer::Start(http_listen, std::move(router))
+                    : absl::StatusOr<std::unique_ptr<HttpServer>>(routed);
     if (!started.ok()) {
       std::fprintf(stderr, "ringleader-coordinator: --http_listen: %s\n",
                    started.status().ToString().c_str());
       (*server)->Shutdown(absl::Now());
       return 1;
     }
-    metrics_server = std::move(*started);
-    Log(absl::Now(), absl::StrCat("serving metrics on http://", metrics_server->address(),
+    http_server = std::move(*started);
+    Log(absl::Now(), absl::StrCat("serving metrics on http://", http_server->address(),
                                   "/metrics"));
+    Log(absl::Now(), absl::StrCat("serving the dashboard on http://", http_server->address(),
+                                  "/"));
   } else {
     Log(absl::Now(), "metrics: no HTTP server (--http_listen is empty)");
   }
@@ -232,7 +244,7 @@ int Run() {
   ticker.join();
   coordinator.Shutdown();  // answers parked long polls, so the server can drain
   (*server)->Shutdown(absl::Now() + kShutdownGrace);
-  if (metrics_server != nullptr) metrics_server->Stop();
+  if (http_server != nullptr) http_server->Stop();
   Log(absl::Now(), "stopped");
   return 0;
 }

@@ -1,6 +1,6 @@
 // A real scrape checked by Prometheus's own linter: the coordinator core with workers, a
 // running job with step reports and an alarm, calls through the RPC handler (counted), served
-// by MetricsHttpServer as main() wires it, fetched over HTTP and fed to
+// by HttpServer's /metrics route as main() wires it, fetched over HTTP and fed to
 // `promtool check metrics` (Debian package prometheus; this test fails without it).
 #include <stdio.h>
 #include <sys/wait.h>
@@ -123,10 +123,12 @@ TEST_F(MetricsPromtoolTest, AScrapeOfABusyCoordinatorPassesPromtoolCheckMetrics)
   Populate();
   if (HasFatalFailure()) return;
 
-  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> server =
-      MetricsHttpServer::Start("127.0.0.1:0", [this] {
-        return CoordinatorMetricsText(coordinator_.Metrics(), stats_.Take());
-      });
+  HttpRouter router;
+  ASSERT_TRUE(AddMetricsRoute(&router, [this] {
+                return CoordinatorMetricsText(coordinator_.Metrics(), stats_.Take());
+              }).ok());
+  absl::StatusOr<std::unique_ptr<HttpServer>> server =
+      HttpServer::Start("127.0.0.1:0", std::move(router));
   ASSERT_TRUE(server.ok()) << server.status();
   httplib::Client client("127.0.0.1", (*server)->port());
   httplib::Result scrape = client.Get("/metrics");

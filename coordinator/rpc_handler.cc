@@ -8,6 +8,18 @@
 namespace ringleader {
 namespace {
 
+// Bounds on the free text a rank or daemon sends for failure reasons (the rest is cut).
+constexpr size_t kMaxActivityDetailBytes = 256;
+constexpr size_t kMaxProcessStateBytes = 32;
+
+v1::RankActivity BoundedActivity(const v1::RankActivity& activity) {
+  v1::RankActivity bounded = activity;
+  if (bounded.detail().size() > kMaxActivityDetailBytes) {
+    bounded.mutable_detail()->resize(kMaxActivityDetailBytes);
+  }
+  return bounded;
+}
+
 AttemptId Attempt(const std::string& job_id, uint64_t generation) {
   return AttemptId{JobId(job_id), Generation(generation)};
 }
@@ -69,7 +81,8 @@ absl::Status RpcHandler::Heartbeat(const v1::HeartbeatRequest& request,
                                    v1::HeartbeatResponse* response) {
   return Measured("Heartbeat", [&]() -> absl::Status {
     absl::StatusOr<std::vector<v1::JobAttempt>> aborts =
-        coordinator_->Heartbeat(WorkerId(request.worker_id()), request.incarnation());
+        coordinator_->Heartbeat(WorkerId(request.worker_id()), request.incarnation(),
+                                request.rank_process_state().substr(0, kMaxProcessStateBytes));
     if (!aborts.ok()) return aborts.status();
     for (v1::JobAttempt& abort : *aborts) *response->add_abort() = std::move(abort);
     return absl::OkStatus();
@@ -142,7 +155,7 @@ absl::Status RpcHandler::ReportProgress(const v1::ReportProgressRequest& request
     absl::StatusOr<Coordinator::StopSignal> stop = coordinator_->ReportProgress(
         Attempt(request.job_id(), request.generation()), Rank(request.rank()),
         {request.steps().begin(), request.steps().end()},
-        {request.epochs().begin(), request.epochs().end()});
+        {request.epochs().begin(), request.epochs().end()}, BoundedActivity(request.activity()));
     if (!stop.ok()) return stop.status();
     response->set_stop(stop->stop);
     response->set_stop_reason(stop->reason);
@@ -154,10 +167,14 @@ absl::Status RpcHandler::ReportProgress(const v1::ReportProgressRequest& request
 absl::Status RpcHandler::FinishRank(const v1::FinishRankRequest& request,
                                     v1::FinishRankResponse*) {
   return Measured("FinishRank", [&]() -> absl::Status {
-    return coordinator_->FinishRank(
-        Attempt(request.job_id(), request.generation()), Rank(request.rank()),
-        Coordinator::RankOutcome{request.ok(), request.error(), request.checkpoint_path(),
-                                 request.job_error()});
+    Coordinator::RankOutcome outcome{request.ok(), request.error(), request.checkpoint_path(),
+                                     request.job_error()};
+    if (request.has_peer()) {
+      outcome.peer = PeerBlame{request.peer_rank(),
+                               request.peer_address().substr(0, kMaxActivityDetailBytes)};
+    }
+    return coordinator_->FinishRank(Attempt(request.job_id(), request.generation()),
+                                    Rank(request.rank()), outcome);
   });
 }
 

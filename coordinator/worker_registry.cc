@@ -24,6 +24,10 @@ WorkerRecord* WorkerRegistry::Add(std::string name, std::string host,
 }
 
 WorkerRecord* WorkerRegistry::Find(const WorkerId& id) {
+  return const_cast<WorkerRecord*>(static_cast<const WorkerRegistry*>(this)->Find(id));
+}
+
+const WorkerRecord* WorkerRegistry::Find(const WorkerId& id) const {
   auto it = sequence_by_id_.find(id);
   return it == sequence_by_id_.end() ? nullptr : &by_sequence_.at(it->second);
 }

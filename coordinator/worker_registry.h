@@ -40,6 +40,8 @@ struct WorkerRecord {
   std::vector<v1::Device> devices;
   uint64_t incarnation = 0;
   absl::Time last_heartbeat;
+  // The daemon's rank process's /proc state in its last heartbeat ("" = none or not said).
+  std::string rank_process_state;
   v1::WorkerState state = v1::WORKER_STATE_IDLE;
 
   // The attempt this worker runs a rank of (BUSY only).
@@ -66,6 +68,7 @@ class WorkerRegistry {
                     uint64_t incarnation, absl::Time now);
   // nullptr when unknown.
   WorkerRecord* Find(const WorkerId& id);
+  const WorkerRecord* Find(const WorkerId& id) const;
   WorkerRecord* FindByName(absl::string_view name);
   // Forgets the record (its id becomes unknown).
   void Remove(const WorkerId& id);

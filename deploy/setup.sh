@@ -13,8 +13,16 @@ PACKAGES=(
   # the metrics e2e test scrapes with (Debian also enables a prometheus.service on :9090:
   # `systemctl disable --now prometheus` where it is not wanted).
   libcpp-httplib-dev prometheus
+  # chromium: the dashboard e2e test renders the pages headless; librsvg2-bin: rsvg-convert,
+  # which `ringleader plot -o FILE.png` converts the SVG with.
+  chromium librsvg2-bin
   dataset-fashion-mnist
   python3-torch python3-grpcio python3-protobuf python3-numpy
+  # grpc-proto: the official grpc.health.v1 and reflection .proto files, which the generic
+  # health/reflection client test compiles with protoc (Debian packages neither grpcurl,
+  # grpc_cli nor grpcio-health-checking). systemd: systemd-analyze verify checks the units
+  # install.sh stages. iproute2: ip and ss, for the multi-host test's network namespaces.
+  grpc-proto systemd iproute2
 )
 
 missing=()

@@ -416,6 +416,20 @@ absl::Status Cluster::WaitForIdleWorkers(int n, absl::Duration timeout) {
   }
 }
 
+absl::StatusOr<std::string> Cluster::HttpAddress() const {
+  const std::string log =
+      (fs::path(dir_) / absl::StrCat("coordinator-", coordinator_starts_ - 1, ".log")).string();
+  const std::string text = ReadFile(log);
+  const std::string kLine = "serving the dashboard on http://";
+  const size_t at = text.rfind(kLine);
+  if (at == std::string::npos) {
+    return absl::NotFoundError(absl::StrCat(log, " names no HTTP address: start the coordinator "
+                                            "with --http_listen=127.0.0.1:0"));
+  }
+  const size_t start = at + kLine.size();
+  return text.substr(start, text.find('/', start) - start);
+}
+
 CliResult Cluster::RunCli(const std::vector<std::string>& args, absl::Duration timeout) {
   CliResult result;
   std::vector<std::string> argv = {RunfilePath("client/ringleader"), "--coordinator", address_};

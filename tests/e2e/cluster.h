@@ -109,6 +109,11 @@ class Cluster {
   absl::Status RestartWorker(int i);
   // Every registered worker, as the coordinator lists them.
   absl::StatusOr<std::vector<v1::WorkerStatus>> ListWorkers();
+  // "host:port" of the running coordinator's HTTP server (/metrics, the dashboard), as its log
+  // names it: start the cluster with coordinator_flags {"--http_listen=127.0.0.1:0"}.
+  // Errors: NOT_FOUND (the log names no HTTP address: the server is off).
+  absl::StatusOr<std::string> HttpAddress() const;
+
   // Runs the `ringleader` CLI against this cluster (--coordinator is added) and waits for it.
   CliResult RunCli(const std::vector<std::string>& args, absl::Duration timeout);
 

@@ -20,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,6 +28,12 @@
 #include "absl/time/time.h"
 
 namespace ringleader {
+
+// Where a collective's rendezvous is, for the rank's liveness reports: exchanging addresses
+// (detail e.g. "waiting for 3 peers' addresses"), then connecting to each peer in turn
+// ("to rank 0 at 10.1.0.2:41729"). Called on the thread doing the rendezvous.
+enum class RendezvousStage { kExchangingAddresses, kConnecting };
+using RendezvousProgress = std::function<void(RendezvousStage stage, const std::string& detail)>;
 
 enum class DataType { kFloat32, kBFloat16, kUInt8 };
 enum class ReduceOp { kSum, kAvg, kMax };

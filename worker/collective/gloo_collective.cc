@@ -25,6 +25,7 @@
 // transport headers include.
 #include "gloo/transport/tcp/device.h"
 #include "worker/collective/bf16.h"
+#include "worker/collective/gloo_peers.h"
 #include "worker/collective/gloo_status.h"
 #include "worker/collective/kv_gloo_store.h"
 
@@ -184,8 +185,10 @@ class GlooWork : public Work {
 
 class GlooCollective : public Collective {
  public:
-  GlooCollective(std::shared_ptr<gloo::rendezvous::Context> context, const GlooOptions& opts)
+  GlooCollective(std::shared_ptr<gloo::rendezvous::Context> context, const GlooOptions& opts,
+                 std::map<int, std::string> peers)
       : context_(std::move(context)),
+        peers_(std::move(peers)),
         rank_(context_->rank),
         world_size_(context_->size),
         default_timeout_(opts.collective_timeout),
@@ -442,7 +445,9 @@ class GlooCollective : public Collective {
       absl::Status status = op.skip_gloo ? absl::OkStatus() : op.run(op.tag, op.timeout);
       const absl::Duration duration = clock_->Now() - start;
       if (!status.ok()) {
-        status = absl::Status(status.code(), absl::StrCat(op.description, ": ", status.message()));
+        // A transport error names its peer by address only: say which rank it is.
+        status = WithPrefix(NamePeerInGlooError(status, peers_, "peer"),
+                            absl::StrCat(op.description, ": "));
       }
       {
         absl::MutexLock lock(&mu_);
@@ -459,6 +464,9 @@ class GlooCollective : public Collective {
   }
 
   const std::shared_ptr<gloo::rendezvous::Context> context_;
+  // The address each peer published for this rank ("host:port" by rank), for naming the peer
+  // of a transport error.
+  const std::map<int, std::string> peers_;
   const int rank_;
   const int world_size_;
   const absl::Duration default_timeout_;
@@ -524,7 +532,8 @@ absl::StatusOr<std::unique_ptr<Collective>> CreateGlooCollective(
                                                     opts.hostname, "\": ", status.message()));
   }
 
-  KvGlooStore kv(store, key_prefix, opts.rendezvous_timeout, opts.clock, rank, world_size);
+  KvGlooStore kv(store, key_prefix, opts.rendezvous_timeout, opts.clock, rank, world_size,
+                 opts.on_progress);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, world_size);
   context->setTimeout(ToMillis(opts.rendezvous_timeout));
   status = RL_GLOO_CALL(context->connectFullMesh(kv, device));
@@ -532,15 +541,20 @@ absl::StatusOr<std::unique_ptr<Collective>> CreateGlooCollective(
     // Prefer the store's own error: its code (DEADLINE_EXCEEDED, FAILED_PRECONDITION, ...) and the
     // key that never appeared say more than gloo's rethrown text.
     const absl::Status store_error = kv.first_error();
-    const absl::Status& cause = store_error.ok() ? status : store_error;
+    const absl::Status cause =
+        store_error.ok() ? NamePeerInGlooError(status, kv.peer_addresses(), "could not connect to")
+                         : store_error;
+    // A key that never appeared is a rank that never got this far; a connect that timed out
+    // is a rank that published its address and then did not answer.
     std::string hint;
-    if (cause.code() == absl::StatusCode::kDeadlineExceeded) {
+    if (cause.code() == absl::StatusCode::kDeadlineExceeded && !store_error.ok()) {
       hint = absl::StrCat(" (not every rank joined within ",
                           absl::FormatDuration(opts.rendezvous_timeout), ")");
     }
-    return absl::Status(cause.code(), absl::StrCat(where, hint, ": ", cause.message()));
+    return WithPrefix(cause, absl::StrCat(where, hint, ": "));
   }
-  return std::unique_ptr<Collective>(new GlooCollective(std::move(context), opts));
+  return std::unique_ptr<Collective>(
+      new GlooCollective(std::move(context), opts, kv.peer_addresses()));
 }
 
 }  // namespace ringleader

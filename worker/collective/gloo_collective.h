@@ -63,10 +63,15 @@ struct GlooOptions {
   int comm_threads = 2;
   // Clock measuring Work::Duration. Not owned; nullptr = Clock::Real().
   Clock* clock = nullptr;
+  // Told where the rendezvous is (liveness reports): see RendezvousProgress. Empty = nothing.
+  RendezvousProgress on_progress;
 };
 
 // Rendezvouses rank `rank` of `world_size` under `key_prefix` in `store` and returns a live gloo
-// Collective (backend_name() "gloo", memory_kind() kHost).
+// Collective. A TCP failure that names a peer's address (connect, and later a peer closing or
+// resetting its connection) is reported as "could not connect to rank R at HOST:PORT: ..." /
+// "peer rank R at HOST:PORT: ..." with the real port (gloo_peers.h) and the peer as a payload
+// (PeerOfStatus). (backend_name() "gloo", memory_kind() kHost).
 // Errors: INVALID_ARGUMENT (rank/world_size/comm_threads/timeouts out of range, empty prefix,
 // naming the field), DEADLINE_EXCEEDED (a peer did not show up within rendezvous_timeout; the
 // message names the missing key), UNAVAILABLE (the store or a TCP connection failed),

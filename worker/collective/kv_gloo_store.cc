@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gloo/common/error.h"
 #include "gloo/common/logging.h"
+#include "worker/collective/gloo_peers.h"
 
 namespace ringleader {
 namespace {
@@ -26,13 +27,15 @@ std::optional<int> ParseRank(const std::string& text) {
 }  // namespace
 
 KvGlooStore::KvGlooStore(std::shared_ptr<KeyValueStore> store, std::string key_prefix,
-                         absl::Duration default_timeout, Clock* clock, int rank, int world_size)
+                         absl::Duration default_timeout, Clock* clock, int rank, int world_size,
+                         RendezvousProgress progress)
     : store_(std::move(store)),
       key_prefix_(std::move(key_prefix)),
       default_timeout_(default_timeout),
       clock_(clock != nullptr ? clock : Clock::Real()),
       rank_(rank),
-      world_size_(rank >= 0 && rank < world_size ? world_size : 0) {}
+      world_size_(rank >= 0 && rank < world_size ? world_size : 0),
+      progress_(std::move(progress)) {}
 
 void KvGlooStore::set(const std::string& key, const std::vector<char>& data) {
   absl::Status status = store_->Set(key_prefix_ + key, std::string(data.begin(), data.end()));
@@ -44,10 +47,24 @@ void KvGlooStore::set(const std::string& key, const std::vector<char>& data) {
 }
 
 std::vector<char> KvGlooStore::get(const std::string& key) {
-  if (std::optional<std::vector<char>> kept = KeptValue(key)) return *std::move(kept);
-  if (const Batch batch = BatchOf(key); batch != Batch::kNone) {
-    Fetch(batch, default_timeout_, "get");
-    if (std::optional<std::vector<char>> kept = KeptValue(key)) return *std::move(kept);
+  const Batch batch = BatchOf(key);
+  if (batch != Batch::kNone && !IsKept(key)) Fetch(batch, default_timeout_, "get");
+  if (std::optional<std::vector<char>> kept = KeptValue(key)) {
+    // gloo connects to peer `key` as soon as it has its address.
+    if (batch == Batch::kAddresses && progress_) {
+      const std::optional<int> peer = ParseRank(key);
+      std::string address;
+      {
+        absl::MutexLock lock(&mu_);
+        if (peer.has_value()) {
+          if (auto it = peer_addresses_.find(*peer); it != peer_addresses_.end()) {
+            address = absl::StrCat(" at ", it->second);
+          }
+        }
+      }
+      progress_(RendezvousStage::kConnecting, absl::StrCat("to rank ", key, address));
+    }
+    return *std::move(kept);
   }
   absl::StatusOr<std::string> value = store_->Get(key_prefix_ + key, default_timeout_);
   if (!value.ok()) Fail(value.status(), "get");
@@ -80,6 +97,11 @@ void KvGlooStore::wait(const std::vector<std::string>& keys,
 absl::Status KvGlooStore::first_error() const {
   absl::MutexLock lock(&mu_);
   return first_error_;
+}
+
+std::map<int, std::string> KvGlooStore::peer_addresses() const {
+  absl::MutexLock lock(&mu_);
+  return peer_addresses_;
 }
 
 KvGlooStore::Batch KvGlooStore::BatchOf(const std::string& key) const {
@@ -117,9 +139,31 @@ void KvGlooStore::Fetch(Batch batch, absl::Duration timeout, const char* method)
   std::vector<std::string> keys;
   keys.reserve(names.size());
   for (const std::string& name : names) keys.push_back(key_prefix_ + name);
+  if (progress_) {
+    progress_(RendezvousStage::kExchangingAddresses,
+              batch == Batch::kHostnames
+                  ? absl::StrCat("waiting for ", names.size(), " lower ranks' hostnames")
+                  : absl::StrCat("waiting for ", names.size(), " peers' addresses"));
+  }
   absl::StatusOr<std::vector<std::string>> values = store_->GetMany(keys, parts, timeout);
   if (!values.ok()) Fail(values.status(), method);
   absl::MutexLock lock(&mu_);
+  if (batch == Batch::kAddresses) {
+    for (size_t i = 0; i < names.size() && i < values->size(); ++i) {
+      const std::optional<int> peer = ParseRank(names[i]);
+      const std::string& value = (*values)[i];
+      std::optional<std::string> address;
+      if (parts.count > 0) {
+        address = DecodeGlooAddress(value);
+      } else if (world_size_ > 1 && value.size() % (world_size_ - 1) == 0 && peer.has_value()) {
+        // The whole blob: this rank's address is part rank-1 (after the peer) or rank.
+        const size_t size = value.size() / (world_size_ - 1);
+        const size_t index = static_cast<size_t>(rank_ > *peer ? rank_ - 1 : rank_);
+        address = DecodeGlooAddress(absl::string_view(value).substr(index * size, size));
+      }
+      if (peer.has_value() && address.has_value()) peer_addresses_[*peer] = *address;
+    }
+  }
   for (size_t i = 0; i < names.size() && i < values->size(); ++i) {
     kept_[names[i]] =
         Kept{std::move((*values)[i]), parts.count, parts.count > 0 ? parts.index[i] : 0};

@@ -28,6 +28,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +41,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "gloo/rendezvous/store.h"
+#include "worker/collective/collective.h"
 #include "worker/collective/key_value_store.h"
 
 namespace ringleader {
@@ -53,9 +55,11 @@ class KvGlooStore : public gloo::rendezvous::Store {
   // `wait(keys, 0)`. `clock` (not owned, nullptr = Clock::Real()) splits a multi-key wait's
   // timeout between the keys. `rank` of `world_size` (world_size > 0) turns on the batched
   // rendezvous (file comment); without them every call is passed on key by key.
+  // `progress` (may be empty) hears when the batched rendezvous waits for the peers'
+  // addresses and, at each peer's address gloo takes, that it connects to that peer next.
   KvGlooStore(std::shared_ptr<KeyValueStore> store, std::string key_prefix,
               absl::Duration default_timeout, Clock* clock = nullptr, int rank = -1,
-              int world_size = 0);
+              int world_size = 0, RendezvousProgress progress = nullptr);
 
   // Throws gloo::IoException / gloo::EnforceNotMet on failure (see the file comment).
   void set(const std::string& key, const std::vector<char>& data) override;
@@ -67,6 +71,10 @@ class KvGlooStore : public gloo::rendezvous::Store {
 
   // The first failure of any call (OkStatus if none), with the store's code and the full key.
   absl::Status first_error() const;
+
+  // The address each peer published for this rank, "host:port" by rank (batched rendezvous
+  // only; decoded from the fetched blobs, gloo_peers.h).
+  std::map<int, std::string> peer_addresses() const;
 
  private:
   // The keys one batched fetch covers.
@@ -93,6 +101,7 @@ class KvGlooStore : public gloo::rendezvous::Store {
   Clock* const clock_;
   const int rank_;
   const int world_size_;
+  const RendezvousProgress progress_;
 
   mutable absl::Mutex mu_;
   absl::Status first_error_ ABSL_GUARDED_BY(mu_);
@@ -100,6 +109,7 @@ class KvGlooStore : public gloo::rendezvous::Store {
   size_t own_blob_size_ ABSL_GUARDED_BY(mu_) = 0;
   // Fetched values by gloo key (without the prefix).
   absl::flat_hash_map<std::string, Kept> kept_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::string> peer_addresses_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ringleader

@@ -47,4 +47,21 @@ void AdminServer::SetServing(bool serving) {
   health->SetServingStatus(kWorkerDaemonServiceName, serving);
 }
 
+absl::StatusOr<std::string> OffsetListenPort(const std::string& listen, int offset) {
+  const size_t colon = listen.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(listen.substr(colon + 1), &port) ||
+      port < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--admin_listen: '", listen, "' is not host:port"));
+  }
+  if (port == 0 || offset == 0) return listen;  // a free port stays a free port
+  if (offset < 0 || port + offset > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--admin_listen: port ", port, " + GPU index ", offset,
+        " is not a valid port; choose a lower base port or drop --admin_port_per_gpu"));
+  }
+  return absl::StrCat(listen.substr(0, colon), ":", port + offset);
+}
+
 }  // namespace ringleader

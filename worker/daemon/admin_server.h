@@ -40,6 +40,11 @@ class AdminServer {
   std::string address_;
 };
 
+// `listen` ("host:port") with `offset` added to its port: one admin port per GPU worker on a
+// host (7170 + GPU index). Errors: INVALID_ARGUMENT naming --admin_listen (not host:port, or
+// the port plus the offset is past 65535).
+absl::StatusOr<std::string> OffsetListenPort(const std::string& listen, int offset);
+
 }  // namespace ringleader
 
 #endif  // RINGLEADER_WORKER_DAEMON_ADMIN_SERVER_H_

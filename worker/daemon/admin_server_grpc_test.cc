@@ -44,6 +44,17 @@ TEST(AdminServerTest, NotServingUntilRegisteredThenServingThenNotAgain) {
   EXPECT_EQ(code, grpc::StatusCode::NOT_FOUND);
 }
 
+TEST(AdminServerTest, APerGpuPortIsTheBasePlusTheGpuIndex) {
+  EXPECT_EQ(*OffsetListenPort("127.0.0.1:7170", 0), "127.0.0.1:7170");
+  EXPECT_EQ(*OffsetListenPort("127.0.0.1:7170", 12), "127.0.0.1:7182");
+  EXPECT_EQ(*OffsetListenPort("[::1]:7170", 3), "[::1]:7173");
+  EXPECT_EQ(*OffsetListenPort("127.0.0.1:0", 5), "127.0.0.1:0");
+  const absl::StatusOr<std::string> past = OffsetListenPort("127.0.0.1:65530", 9);
+  EXPECT_EQ(past.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(past.status().message()).find("--admin_listen"), std::string::npos);
+  EXPECT_FALSE(OffsetListenPort("nonsense", 1).ok());
+}
+
 TEST(AdminServerTest, BadAddressesAreNamed) {
   absl::StatusOr<std::unique_ptr<AdminServer>> bad = AdminServer::Start("no-port");
   ASSERT_FALSE(bad.ok());

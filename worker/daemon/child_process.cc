@@ -3,6 +3,8 @@
 // could deadlock on a lock some other thread held at fork time.
 #include "worker/daemon/child_process.h"
 
+#include <fstream>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -12,6 +14,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -24,6 +27,26 @@ std::string SignalName(int signal) {
   const char* abbrev = sigabbrev_np(signal);
   if (abbrev == nullptr) return absl::StrCat("signal ", signal);
   return absl::StrCat("SIG", abbrev);
+}
+
+std::string ProcessState(pid_t pid) {
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  if (!std::getline(stat, line)) return "";
+  // "PID (COMM) S ...": the state follows the last ')' (COMM may hold anything).
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return "";
+  switch (line[close + 2]) {
+    case 'R': return "running";
+    case 'S': return "sleeping";
+    case 'D': return "disk sleep";
+    case 'T': return "stopped";
+    case 't': return "tracing stop";
+    case 'Z': return "zombie";
+    case 'X': return "dead";
+    case 'I': return "idle";
+    default: return std::string(1, line[close + 2]);
+  }
 }
 
 std::string ExitInfo::Describe() const {

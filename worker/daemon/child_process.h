@@ -65,6 +65,11 @@ struct ChildOptions {
   bool own_process_group = true;
 };
 
+// Process `pid`'s state as /proc/PID/stat gives it, in words: "running", "sleeping", "disk
+// sleep", "stopped", "tracing stop", "zombie", "dead", "idle"; "" when it cannot be read (no
+// such process). Evidence for the coordinator's failure reasons (a "stopped" rank got SIGSTOP).
+std::string ProcessState(pid_t pid);
+
 class ChildProcess {
  public:
   // Forks and execs argv[0] (a path) with `argv`; stdout and stderr go to `log_path` (created or

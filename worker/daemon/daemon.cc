@@ -209,6 +209,16 @@ bool WorkerDaemon::OutageExceedsGrace(bool reachable) {
   return now - last_reached_ > coordinator_grace_;
 }
 
+std::string WorkerDaemon::RankProcessState() const {
+  pid_t pid = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (child_ == nullptr) return "";
+    pid = child_->pid();
+  }
+  return ProcessState(pid);  // read after the unlock
+}
+
 void WorkerDaemon::HeartbeatLoop() {
   {
     // The interval comes with the first registration: wait for it rather than guess.
@@ -225,6 +235,7 @@ void WorkerDaemon::HeartbeatLoop() {
     v1::HeartbeatRequest request;
     request.set_worker_id(current.worker_id);
     request.set_incarnation(incarnation_);
+    request.set_rank_process_state(RankProcessState());
     absl::StatusOr<v1::HeartbeatResponse> response = client_->Heartbeat(request);
     if (stop_.HasBeenNotified()) return;
     if (!response.ok()) {

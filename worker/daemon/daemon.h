@@ -166,6 +166,8 @@ class WorkerDaemon {
   void RunAttempt(const v1::Assignment& assignment);
   // Terminates the running child if it belongs to `attempt` (any attempt if null).
   void TerminateChild(const v1::JobAttempt* attempt, const std::string& why);
+  // The running rank process's /proc state (ProcessState), "" when none runs.
+  std::string RankProcessState() const;
   // Terminates the running child if it is child number `serial` (0 = whichever runs), and
   // marks it abandoned (RunAttempt then reports nothing for it); `why` goes to the log.
   void AbandonChild(uint64_t serial, const std::string& why);

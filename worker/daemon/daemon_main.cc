@@ -46,6 +46,9 @@ ABSL_FLAG(std::string, collective_host, "",
 ABSL_FLAG(std::string, admin_listen, "127.0.0.1:0",
           "Admin port (grpc.health.v1: SERVING while registered with the coordinator; server "
           "reflection), host:port; port 0 picks a free one (logged); empty = none.");
+ABSL_FLAG(bool, admin_port_per_gpu, false,
+          "Add the --gpu index to --admin_listen's port (one unit per GPU on a host: "
+          "--admin_listen=127.0.0.1:7170 gives GPU 0 port 7170, GPU 12 port 7182).");
 ABSL_FLAG(absl::Duration, kill_grace, absl::Seconds(5),
           "Grace between SIGTERM and SIGKILL when a rank process must stop.");
 ABSL_FLAG(absl::Duration, wait_timeout, absl::Seconds(10), "Long-poll length for assignments.");
@@ -129,7 +132,15 @@ int Main(int argc, char** argv) {
   options.wait_assignment_timeout = absl::GetFlag(FLAGS_wait_timeout);
 
   std::unique_ptr<AdminServer> admin;
-  if (const std::string listen = absl::GetFlag(FLAGS_admin_listen); !listen.empty()) {
+  if (std::string listen = absl::GetFlag(FLAGS_admin_listen); !listen.empty()) {
+    if (absl::GetFlag(FLAGS_admin_port_per_gpu) && options.gpu >= 0) {
+      absl::StatusOr<std::string> offset = OffsetListenPort(listen, options.gpu);
+      if (!offset.ok()) {
+        std::cerr << "ringleader-worker: " << offset.status().message() << "\n";
+        return 2;
+      }
+      listen = *offset;
+    }
     absl::StatusOr<std::unique_ptr<AdminServer>> started = AdminServer::Start(listen);
     if (!started.ok()) {
       std::cerr << "ringleader-worker: " << started.status().message() << "\n";

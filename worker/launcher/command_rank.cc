@@ -16,6 +16,7 @@
 #include "worker/launcher/output_tail.h"
 #include "worker/rank/finish_report.h"
 #include "worker/rank/progress_reporter.h"
+#include "worker/rank/rank_activity.h"
 
 namespace ringleader {
 namespace {
@@ -131,8 +132,13 @@ RankRunResult RunCommandRank(const v1::Assignment& assignment, CoordinatorClient
   inputs.master_addr = master->first;
   inputs.master_port = master->second;
 
+  // The launcher's keepalives say the command runs (the program's own reports, through the
+  // Python hook, go out separately).
+  RankActivityTracker activity;
+  activity.Set(v1::RANK_PHASE_RUNNING_COMMAND, spec.command(0));
   ProgressReporterOptions reporting;
   reporting.keepalive_interval = options.keepalive_interval;
+  reporting.activity = [&activity] { return activity.Current(); };
   ProgressReporter reporter(client, assignment.job_id(), assignment.generation(),
                             assignment.rank(), reporting);
 

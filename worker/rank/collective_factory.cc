@@ -12,8 +12,8 @@ namespace ringleader {
 
 CollectiveFactory MakeCollectiveFactory(CoordinatorClient* client, const GlooOptions& gloo) {
   return [client, gloo](
-             const v1::Assignment& a,
-             const ComputePlacement& placement) -> absl::StatusOr<std::unique_ptr<Collective>> {
+             const v1::Assignment& a, const ComputePlacement& placement,
+             const RendezvousProgress& progress) -> absl::StatusOr<std::unique_ptr<Collective>> {
     auto store = std::make_shared<CoordinatorKeyValueStore>(client, a.job_id(), a.generation());
     const std::string prefix = absl::StrCat(a.job_id(), "/", a.generation(), "/");
     const absl::Duration collective_timeout = absl::Milliseconds(a.spec().collective_timeout_ms());
@@ -22,12 +22,16 @@ CollectiveFactory MakeCollectiveFactory(CoordinatorClient* client, const GlooOpt
     if (a.spec().backend() == "gloo") {
       GlooOptions options = gloo;
       options.collective_timeout = collective_timeout;
+      options.on_progress = progress;
       return CreateGlooCollective(store, prefix, rank, world_size, options);
     }
     if (a.spec().backend() == "nccl") {
       RankNcclOptions nccl;
       nccl.init_timeout = gloo.rendezvous_timeout;
       nccl.collective_timeout = collective_timeout;
+      if (progress) {
+        progress(RendezvousStage::kExchangingAddresses, "creating the NCCL communicator");
+      }
       return CreateRankNcclCollective(store, prefix, rank, world_size, placement, nccl);
     }
     return absl::InvalidArgumentError(absl::StrCat("backend: unknown backend '", a.spec().backend(),

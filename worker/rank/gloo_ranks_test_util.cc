@@ -32,8 +32,10 @@ std::vector<RankRunResult> RunRanksOverGloo(
       TrainingLoopOptions options;
       options.worker_id = absl::StrCat("w", rank);
       options.log = [](const std::string&) {};
-      options.make_collective = [store](const v1::Assignment& a, const ComputePlacement&) {
+      options.make_collective = [store](const v1::Assignment& a, const ComputePlacement&,
+                                        const RendezvousProgress& progress) {
         GlooOptions gloo;
+        gloo.on_progress = progress;
         gloo.rendezvous_timeout = absl::Seconds(20);
         gloo.collective_timeout = absl::Milliseconds(a.spec().collective_timeout_ms());
         return CreateGlooCollective(store, "job-1/1/", static_cast<int>(a.rank()),

@@ -167,6 +167,7 @@ void ProgressReporter::SenderLoop() {
     request.set_rank(rank_);
     for (const QueuedStep& step : batch.steps) *request.add_steps() = step.report;
     for (const QueuedEpoch& epoch : batch.epochs) *request.add_epochs() = epoch.report;
+    if (options_.activity) *request.mutable_activity() = options_.activity();
     const absl::StatusOr<v1::ReportProgressResponse> answer = client_->ReportProgress(request);
 
     std::vector<std::string> logs;

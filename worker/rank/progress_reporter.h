@@ -111,6 +111,9 @@ struct ProgressReporterOptions {
   // (CoordinatorOptions::silent_rank_after). Zero = off (the default here; the rank binary
   // turns it on).
   absl::Duration keepalive_interval = absl::ZeroDuration();
+  // Where the rank is now, sent with every ReportProgress (keepalives included); called on the
+  // sender thread, so it must be thread-safe (RankActivityTracker::Current). Empty = not said.
+  std::function<v1::RankActivity()> activity;
   // Test hook: called on the sender thread after each ReportProgress attempt's result has been
   // recorded (a stop or an error is visible to Add* by then), with the call's status.
   // Empty = nothing.

@@ -2,6 +2,7 @@
 // calls (as a frozen coordinator would). No sleeps: batching runs on a FakeClock, and every
 // wait is on a condition with a deadline; a watchdog fails a test that hangs.
 #include "worker/rank/progress_reporter.h"
+#include "worker/rank/rank_activity.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -445,6 +446,37 @@ TEST_F(ProgressReporterTest, AnIdleSenderSendsEmptyKeepalivesAndTheirStopIsSeen)
   }
   // The third keepalive's answer said stop: the loop sees it at its next step.
   EXPECT_EQ(reporter->AddStep(Step(1)).code(), absl::StatusCode::kAborted);
+}
+
+TEST_F(ProgressReporterTest, EveryCallCarriesTheRanksCurrentActivity) {
+  options_.keepalive_interval = absl::Milliseconds(5);
+  FakeClock clock;
+  RankActivityTracker activity(&clock);
+  activity.Set(v1::RANK_PHASE_CONNECTING, "connecting to rank 0 at 10.1.0.2:41729");
+  clock.Advance(absl::Milliseconds(1500));
+  options_.activity = [&activity] { return activity.Current(); };
+  client_.Script({v1::ReportProgressResponse(), v1::ReportProgressResponse()});
+  auto reporter = MakeReporter();
+  ASSERT_TRUE(client_.AwaitCalls(1, kPrompt));
+  const v1::ReportProgressRequest keepalive = client_.requests()[0];
+  EXPECT_EQ(keepalive.activity().phase(), v1::RANK_PHASE_CONNECTING);
+  EXPECT_EQ(keepalive.activity().detail(), "connecting to rank 0 at 10.1.0.2:41729");
+  EXPECT_EQ(keepalive.activity().phase_elapsed_ms(), 1500u);
+}
+
+TEST(RankActivityTrackerTest, APhaseRestartsItsTimeAndADetailChangeDoesNot) {
+  FakeClock clock;
+  RankActivityTracker activity(&clock);
+  EXPECT_EQ(activity.Current().phase(), v1::RANK_PHASE_UNSPECIFIED);
+  activity.Set(v1::RANK_PHASE_TRAINING, "step 1");
+  clock.Advance(absl::Milliseconds(300));
+  activity.SetDetail("step 2");
+  clock.Advance(absl::Milliseconds(200));
+  EXPECT_EQ(activity.Current().detail(), "step 2");
+  EXPECT_EQ(activity.Current().phase_elapsed_ms(), 500u);
+  activity.Set(v1::RANK_PHASE_EVALUATING, "epoch 1");
+  EXPECT_EQ(activity.phase(), v1::RANK_PHASE_EVALUATING);
+  EXPECT_EQ(activity.Current().phase_elapsed_ms(), 0u);
 }
 
 TEST_F(ProgressReporterTest, DestructorSendsNothingQueuedAndLogsWhatItLeaves) {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "absl/time/clock.h"
+#include "worker/collective/gloo_peers.h"
 #include "worker/rank/finish_report.h"
 #include "worker/rank/training_loop.h"
 
@@ -65,6 +66,13 @@ RankRunResult RunRank(const v1::Assignment& assignment, CoordinatorClient* clien
   if (!outcome.ok()) {
     request.set_error(std::string(outcome.status().message()));
     request.set_job_error(IsJobError(outcome.status()));
+    // A transport error about one peer names it (gloo_peers.h): the coordinator weighs that
+    // peer's evidence and, for a loopback address across hosts, says how to fix it.
+    if (std::optional<StatusPeer> peer = PeerOfStatus(outcome.status())) {
+      request.set_has_peer(true);
+      request.set_peer_rank(peer->rank);
+      request.set_peer_address(peer->address);
+    }
   }
   if (outcome.ok()) request.set_checkpoint_path(outcome->checkpoint_path);
   // The client retried UNAVAILABLE for a few seconds already; a coordinator restarting

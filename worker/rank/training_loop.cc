@@ -25,6 +25,7 @@
 #include "worker/rank/gpu/gpu_model_runner.h"
 #include "worker/rank/job_data.h"
 #include "worker/rank/parameter_plan.h"
+#include "worker/rank/rank_activity.h"
 #include "worker/rank/resume.h"
 #include "worker/rank/step_runner.h"
 #include "worker/sync/buffer_sync.h"
@@ -37,7 +38,7 @@ namespace {
 
 absl::Status Annotate(const absl::Status& status, const std::string& where) {
   if (status.ok()) return status;
-  return absl::Status(status.code(), absl::StrCat(where, ": ", status.message()));
+  return WithPrefix(status, absl::StrCat(where, ": "));
 }
 
 absl::StatusOr<DataType> CommDtype(const std::string& name) {
@@ -65,13 +66,16 @@ class RankTrainer {
         options_(options),
         clock_(options.clock ? options.clock : Clock::Real()),
         rank_(assignment.rank()),
-        world_(assignment.world_size()) {}
+        world_(assignment.world_size()),
+        activity_(clock_) {}
 
   absl::StatusOr<TrainingOutcome> Run() {
     RETURN_IF_ERROR(Annotate(Join(), absl::StrCat("rank ", rank_, ": joining")));
+    StartReporting();
     RETURN_IF_ERROR(Annotate(Setup(), absl::StrCat("rank ", rank_, ": setting up")));
     absl::Status trained = Train();
     if (trained.ok()) {
+      Enter(v1::RANK_PHASE_SHUTTING_DOWN, "closing the collective");
       // Every rank has run its last collective: end the communicator gracefully (NCCL:
       // finalize and destroy instead of abort).
       trained = Annotate(comm_->Close(collective_timeout_),
@@ -93,6 +97,7 @@ class RankTrainer {
       return trained;
     }
     // The final reports reach the coordinator before RunRank's FinishRank.
+    activity_.SetDetail("delivering the last reports");
     RETURN_IF_ERROR(Annotate(FlushWithinGrace(), absl::StrCat("rank ", rank_, ": reporting")));
     RETURN_IF_ERROR(Annotate(WriteFinalCheckpoint(), absl::StrCat("rank ", rank_, ": checkpoint")));
     Log(absl::StrFormat("rank %d finished: %d steps, final loss %.4f%s", rank_, outcome_.steps,
@@ -104,6 +109,35 @@ class RankTrainer {
   }
 
  private:
+  // From the join on, reports and keepalives carry where this rank is (rank_activity.h).
+  void StartReporting() {
+    ProgressReporterOptions reporting = options_.reporting;
+    if (!reporting.log) reporting.log = options_.log;
+    reporting.activity = [this] { return activity_.Current(); };
+    Enter(v1::RANK_PHASE_STARTING);
+    reporter_ = std::make_unique<ProgressReporter>(
+        client_, assignment_.job_id(), assignment_.generation(), rank_, std::move(reporting));
+  }
+
+  // Enters `phase`; the pause fault (spec.model.faults.pause_*) holds this rank there.
+  void Enter(v1::RankPhase phase, std::string detail = "") {
+    activity_.Set(phase, std::move(detail));
+    const v1::FaultSpec& faults = spec_.model().faults();
+    if (paused_ || faults.pause_ms() == 0 || faults.pause_phase() != phase ||
+        faults.pause_rank() != static_cast<int32_t>(rank_) || assignment_.generation() > 1) {
+      return;
+    }
+    paused_ = true;
+    Log(absl::StrCat("rank ", rank_, ": fault injection: pausing for ", faults.pause_ms(),
+                     " ms in phase ", v1::RankPhase_Name(phase)));
+    const absl::Duration pause = absl::Milliseconds(faults.pause_ms());
+    if (options_.sleep) {
+      options_.sleep(pause);
+    } else {
+      absl::SleepFor(pause);
+    }
+  }
+
   void Log(const std::string& line) const {
     if (options_.log) {
       options_.log(line);
@@ -169,6 +203,7 @@ class RankTrainer {
     if (!options_.make_collective) {
       return absl::InvalidArgumentError("no collective factory configured");
     }
+    Enter(v1::RANK_PHASE_LOADING_DATA, spec_.data().dataset());
     ASSIGN_OR_RETURN(data_, LoadJobData(spec_));
 
     std::vector<size_t> layers(spec_.model().layers().begin(), spec_.model().layers().end());
@@ -198,6 +233,7 @@ class RankTrainer {
     store_options.clock = clock_;
     CoordinatorKeyValueStore store(client_, assignment_.job_id(), assignment_.generation(),
                                    store_options);
+    Enter(v1::RANK_PHASE_RESUMING);
     ASSIGN_OR_RETURN(resume_, DecideResume(assignment_, spec_, fingerprint_, &store,
                                            collective_timeout_));
     std::optional<SgdOptimizer> resumed_optimizer;
@@ -230,7 +266,18 @@ class RankTrainer {
 
     v1::Assignment effective = assignment_;
     *effective.mutable_spec() = spec_;
-    ASSIGN_OR_RETURN(comm_, options_.make_collective(effective, runner_->placement()));
+    Enter(v1::RANK_PHASE_RENDEZVOUS, absl::StrCat(spec_.backend(), ", ", world_, " ranks"));
+    const RendezvousProgress progress = [this](RendezvousStage stage, const std::string& detail) {
+      if (stage == RendezvousStage::kConnecting) {
+        Enter(v1::RANK_PHASE_CONNECTING, detail);  // each peer's connection timed on its own
+      } else if (activity_.phase() == v1::RANK_PHASE_RENDEZVOUS) {
+        activity_.SetDetail(detail);
+      } else {
+        Enter(v1::RANK_PHASE_RENDEZVOUS, detail);
+      }
+    };
+    ASSIGN_OR_RETURN(comm_,
+                     options_.make_collective(effective, runner_->placement(), progress));
 
     ReducerOptions reducer_options;
     reducer_options.bucket_cap_mb = spec_.sync().bucket_cap_mb();
@@ -249,10 +296,6 @@ class RankTrainer {
                                           reducer_.get(), clock_, options_.sleep);
     steps_->BindGradients();
 
-    ProgressReporterOptions reporting = options_.reporting;
-    if (!reporting.log) reporting.log = options_.log;
-    reporter_ = std::make_unique<ProgressReporter>(
-        client_, assignment_.job_id(), assignment_.generation(), rank_, std::move(reporting));
     Log(absl::StrFormat(
         "rank %d/%d of job %s (generation %d): %s, %d train / %d test examples, %d parameters "
         "in %d buckets, backend %s on %s%s",
@@ -316,6 +359,7 @@ class RankTrainer {
         const uint64_t this_step = step + 1;
         const std::string where =
             absl::StrCat("rank ", rank_, ", step ", this_step, " (epoch ", epoch, ")");
+        Enter(v1::RANK_PHASE_TRAINING, absl::StrCat("step ", this_step));
         if (crash_here && this_step == faults.crash_at_step()) {
           RETURN_IF_ERROR(Annotate(
               options_.crash ? options_.crash(this_step) : DefaultCrash(this_step), where));
@@ -343,6 +387,8 @@ class RankTrainer {
         }
         if (rank_ == 0 && checkpoint_interval > 0 && step % checkpoint_interval == 0 &&
             step < total_steps) {
+          Enter(v1::RANK_PHASE_CHECKPOINTING, absl::StrCat("after step ", step, " in ",
+                                                           checkpoint_dir));
           ASSIGN_OR_RETURN(const CheckpointData state,
                            runner_->CaptureState(step, step / steps_per_epoch, fingerprint_));
           absl::StatusOr<std::string> written =
@@ -369,6 +415,7 @@ class RankTrainer {
   // Every rank evaluates its share of the test set (evaluation.h); rank 0 reports the totals.
   absl::Status EndEpoch(uint32_t epoch, double train_loss) {
     const std::string where = absl::StrCat("rank ", rank_, ", end of epoch ", epoch);
+    Enter(v1::RANK_PHASE_EVALUATING, absl::StrCat("epoch ", epoch));
     if (options_.before_evaluation) options_.before_evaluation(epoch, data_.test.size);
     absl::StatusOr<EvaluationTotals> totals =
         EvaluateAcrossRanks(runner_.get(), comm_.get(), data_.test, 256, collective_timeout_);
@@ -394,6 +441,7 @@ class RankTrainer {
         absl::StrCat(JobCheckpointDir(spec_, assignment_.job_id()), "/final.ckpt");
     // The epoch the next step would belong to.
     const uint64_t epoch = outcome_.steps == 0 ? 0 : spec_.epochs();
+    Enter(v1::RANK_PHASE_CHECKPOINTING, path);
     ASSIGN_OR_RETURN(const CheckpointData state,
                      runner_->CaptureState(outcome_.steps, epoch, fingerprint_));
     RETURN_IF_ERROR(WriteCheckpoint(path, state));
@@ -417,6 +465,8 @@ class RankTrainer {
   std::unique_ptr<Collective> comm_;
   std::unique_ptr<Reducer> reducer_;  // after comm_: destroyed first
   std::unique_ptr<StepRunner> steps_;  // uses all of the above
+  RankActivityTracker activity_;        // before reporter_, whose sender thread reads it
+  bool paused_ = false;                 // the pause fault fired
   std::unique_ptr<ProgressReporter> reporter_;
   absl::Duration collective_timeout_ = absl::Seconds(60);
   ResumeDecision resume_;     // where this attempt started (DecideResume)

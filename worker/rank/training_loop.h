@@ -65,9 +65,11 @@ namespace ringleader {
 
 // Builds the attempt's Collective (rendezvous included) for `assignment`, whose spec has its
 // defaults applied. `placement` says where the rank computes: the NCCL collective must run on
-// that GPU and order itself after that compute stream (NcclOptions::compute_stream).
+// that GPU and order itself after that compute stream (NcclOptions::compute_stream). `progress`
+// hears where the rendezvous is (the rank's liveness reports say it).
 using CollectiveFactory = std::function<absl::StatusOr<std::unique_ptr<Collective>>(
-    const v1::Assignment& assignment, const ComputePlacement& placement)>;
+    const v1::Assignment& assignment, const ComputePlacement& placement,
+    const RendezvousProgress& progress)>;
 
 struct TrainingLoopOptions {
   // This rank's worker id (JoinJob checks it against the assignment).

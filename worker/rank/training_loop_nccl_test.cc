@@ -61,8 +61,8 @@ Outcome RunNcclRank(const v1::JobSpec& spec, int gpu) {
   options.log = [](const std::string&) {};
   options.sleep = [](absl::Duration) { ADD_FAILURE() << "an own failure must not wait"; };
   options.make_collective =
-      [&out](const v1::Assignment&,
-             const ComputePlacement&) -> absl::StatusOr<std::unique_ptr<Collective>> {
+      [&out](const v1::Assignment&, const ComputePlacement&,
+             const RendezvousProgress&) -> absl::StatusOr<std::unique_ptr<Collective>> {
     out.collective_created = true;
     return absl::InternalError("the test's collective factory must not be reached");
   };

@@ -397,7 +397,8 @@ TEST_F(TrainingLoopTest, PeerFailureWaitsForTheCulpritsReportBeforeReporting) {
         options->victim_report_delay = absl::Seconds(2);
         options->victim_probe_interval = absl::Milliseconds(100);
         options->sleep = [&](absl::Duration d) { waits.push_back(d); };
-        options->make_collective = [](const v1::Assignment&, const ComputePlacement&)
+        options->make_collective = [](const v1::Assignment&, const ComputePlacement&,
+                                      const RendezvousProgress&)
             -> absl::StatusOr<std::unique_ptr<Collective>> {
           return absl::UnavailableError("Connection closed by peer");
         };
@@ -417,7 +418,8 @@ TEST_F(TrainingLoopTest, PeerFailureReportsAfterTheDelayWhenNobodyElseDoes) {
         options->victim_report_delay = absl::Milliseconds(500);
         options->victim_probe_interval = absl::Milliseconds(100);
         options->sleep = [&](absl::Duration d) { waits.push_back(d); };
-        options->make_collective = [](const v1::Assignment&, const ComputePlacement&)
+        options->make_collective = [](const v1::Assignment&, const ComputePlacement&,
+                                      const RendezvousProgress&)
             -> absl::StatusOr<std::unique_ptr<Collective>> {
           return absl::DeadlineExceededError("rank 1 never showed up");
         };

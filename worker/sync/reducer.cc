@@ -304,8 +304,8 @@ absl::Status Reducer::WaitForBuckets(const std::vector<bool>& done_at_finish,
     absl::Status s = bucket_work_[b]->Wait();
     const absl::Time done = opts_.clock->Now();
     if (!s.ok() && first_error.ok()) {
-      first_error = absl::Status(s.code(), absl::StrCat("step ", step_, ": all-reduce of ",
-                                                        BucketName(b), " failed: ", s.message()));
+      first_error =
+          WithPrefix(s, absl::StrCat("step ", step_, ": all-reduce of ", BucketName(b), " failed: "));
     }
     const absl::Duration d = bucket_work_[b]->Duration();
     comm += d;
@@ -368,9 +368,8 @@ absl::Status Reducer::RebuildBuckets() {
   absl::Status s = comm_->Broadcast(wire.view(), 0, copts)->Wait();
   if (s.ok()) s = wire.Download();
   if (!s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("step ", step_,
-                                               ": broadcast of the rebuilt bucket order failed: ",
-                                               s.message()));
+    return WithPrefix(s, absl::StrCat("step ", step_,
+                                      ": broadcast of the rebuilt bucket order failed: "));
   }
   std::vector<size_t> root_order(n);
   for (size_t k = 0; k < n; ++k) {

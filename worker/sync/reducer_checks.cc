@@ -92,10 +92,9 @@ absl::Status Reducer::CheckUnready(const std::vector<size_t>& local_unready) {
   absl::Status s = comm_->AllGather(in.view(), out.view(), copts)->Wait();
   if (s.ok()) s = out.Download();
   if (!s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("step ", step_,
-                                               ": some rank left parameters without gradient, "
-                                               "and the all-gather naming them failed: ",
-                                               s.message()));
+    return WithPrefix(s, absl::StrCat("step ", step_,
+                                      ": some rank left parameters without gradient, and the "
+                                      "all-gather naming them failed: "));
   }
   std::vector<std::string> per_rank;
   for (int r = 0; r < world; ++r) {

@@ -241,8 +241,8 @@ JobRun RunJob(const v1::JobSpec& spec) {
         options.log = [](const std::string&) {};
         options.make_collective =
             [store](
-                const v1::Assignment& assignment,
-                const ComputePlacement& placement) -> absl::StatusOr<std::unique_ptr<Collective>> {
+                const v1::Assignment& assignment, const ComputePlacement& placement,
+                const RendezvousProgress&) -> absl::StatusOr<std::unique_ptr<Collective>> {
           const std::string prefix = absl::StrCat(assignment.job_id(), "/1/");
           const int rank = static_cast<int>(assignment.rank());
           const int world = static_cast<int>(assignment.world_size());
