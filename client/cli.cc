@@ -16,9 +16,9 @@ const std::vector<FlagSpec>& GlobalFlags() {
       {"coordinator", "ADDR",
        absl::StrCat("coordinator address host:port (default ", kDefaultCoordinator, ")")},
       {"timeout", "DURATION", "deadline of each call, e.g. 10s or 500ms (default 10s)"},
-      {"json", "",
-       "submit, status, list, workers, cancel: print the API's answer as JSON (protobuf's "
-       "mapping, proto field names) for scripts"},
+      {"output", "text|json",
+       "answers as text (default) or JSON for scripts (watch, logs: one message a line)"},
+      {"json", "", "the same as --output json; also for metrics, plot, export (-o is their file)"},
   };
   return *flags;
 }
@@ -209,7 +209,18 @@ int RunCli(const std::vector<std::string>& args, const CommandEnvironment& base_
   }
   CommandEnvironment env = base_env;
   env.coordinator_address = line->Value("coordinator", kDefaultCoordinator);
-  env.json = line->Has("json");
+  // -o/--output names the file of the commands that write one; elsewhere it is the format.
+  bool writes_file = false;
+  for (const CommandSpec& spec : Commands()) {
+    if (spec.name != line->command) continue;
+    for (const FlagSpec& flag : spec.flags) writes_file |= flag.name == "output";
+  }
+  const std::string output = writes_file ? "text" : line->Value("output", "text");
+  if (output != "text" && output != "json") {
+    *base_env.err << "error: --output: expected text or json, got '" << output << "'\n";
+    return kExitUsage;
+  }
+  env.json = line->Has("json") || output == "json";
 
   // Everything the command needs is checked before connecting.
   SubmitOptions submit;
@@ -235,7 +246,7 @@ int RunCli(const std::vector<std::string>& args, const CommandEnvironment& base_
   }
   MetricsOptions metrics;
   if (line->command == "metrics") {
-    metrics.format = line->Value("format", metrics.format);
+    metrics.format = line->Value("format", env.json ? "json" : metrics.format);
     if (absl::Status valid = CheckMetricsOptions(metrics); !valid.ok()) {
       *env.err << "error: " << valid.message() << "\n";
       return kExitUsage;

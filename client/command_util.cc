@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/format.h"
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace ringleader {
@@ -64,9 +65,10 @@ int ReportError(const absl::Status& status, const std::string& what,
   }
 }
 
-int PrintJson(const google::protobuf::Message& message, const CommandEnvironment& env) {
+int PrintJson(const google::protobuf::Message& message, const CommandEnvironment& env,
+              bool one_line) {
   google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
+  options.add_whitespace = !one_line;
   options.preserve_proto_field_names = true;
   std::string json;
   if (const auto converted = google::protobuf::util::MessageToJsonString(message, &json, options);
@@ -78,6 +80,15 @@ int PrintJson(const google::protobuf::Message& message, const CommandEnvironment
   *env.out << json;
   if (json.empty() || json.back() != '\n') *env.out << "\n";
   return kExitOk;
+}
+
+int PrintJsonFields(const std::vector<std::pair<std::string, std::string>>& fields,
+                    const CommandEnvironment& env) {
+  google::protobuf::Struct message;
+  for (const auto& [key, value] : fields) {
+    (*message.mutable_fields())[key].set_string_value(value);
+  }
+  return PrintJson(message, env, /*one_line=*/true);
 }
 
 }  // namespace ringleader

@@ -3,6 +3,8 @@
 #define RINGLEADER_CLIENT_COMMAND_UTIL_H_
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "client/commands.h"
@@ -20,9 +22,16 @@ int ReportError(const absl::Status& status, const std::string& what, const Comma
 // the temporary file is removed on failure and the file at `path` is untouched.
 int WriteFileAtomically(const std::string& path, const std::string& bytes);
 
-// Prints `message` in protobuf's JSON mapping (proto field names, indented) and a newline to
-// env.out; kExitOk, or kExitFailure when it cannot be converted.
-int PrintJson(const google::protobuf::Message& message, const CommandEnvironment& env);
+// Prints `message` in protobuf's JSON mapping (proto field names; indented, or on one line for
+// streams of messages: JSON Lines) and a newline to env.out; kExitOk, or kExitFailure when it
+// cannot be converted.
+int PrintJson(const google::protobuf::Message& message, const CommandEnvironment& env,
+              bool one_line = false);
+
+// {"key": "value", ...} as a google.protobuf.Struct (its JSON mapping, one line) on env.out:
+// what `export` and `plot` print under --output json (no hand-written JSON).
+int PrintJsonFields(const std::vector<std::pair<std::string, std::string>>& fields,
+                    const CommandEnvironment& env);
 
 }  // namespace ringleader
 

@@ -33,6 +33,13 @@ int RunExport(const std::string& job_id, const std::string& output_path, JobClie
     *env.err << "error: " << written.message() << "\n";
     return kExitFailure;
   }
+  if (env.json) {
+    return PrintJsonFields({{"job_id", job_id},
+                            {"step", absl::StrCat(checkpoint->step)},
+                            {"checkpoint", job.checkpoint_path()},
+                            {"wrote", output_path}},
+                           env);
+  }
   *env.out << "wrote the weights of " << job_id << " (step " << checkpoint->step << ") from "
            << job.checkpoint_path() << " to " << output_path << "\n";
   return kExitOk;

@@ -105,7 +105,13 @@ class LogsReader {
     } while (last.chunks_size() > 0);
     if (collecting_) {
       collecting_ = false;
-      for (const auto& [rank, text] : tails_) printer_.Print(rank, LastLines(text, options_.tail));
+      if (env_.json) {
+        PrintTailsJson(last.generation());
+      } else {
+        for (const auto& [rank, text] : tails_) {
+          printer_.Print(rank, LastLines(text, options_.tail));
+        }
+      }
     }
     if (!options_.follow) {
       printer_.EndLines();
@@ -119,7 +125,9 @@ class LogsReader {
         absl::StatusOr<uint64_t> next = NextGeneration(last.generation());
         if (!next.ok()) return Failed(next.status());
         if (*next == 0) return kExitOk;  // the job ended without another attempt
-        if (last.generation() != 0) printer_.Line(absl::StrCat("--- generation ", *next, " ---"));
+        if (last.generation() != 0 && !env_.json) {
+          printer_.Line(absl::StrCat("--- generation ", *next, " ---"));
+        }
         generation_ = *next;
         cursors_.clear();
       }
@@ -170,6 +178,12 @@ class LogsReader {
 
   // Prints (or, for --tail, collects) the chunks and moves the cursors past them.
   void Show(const v1::GetLogsResponse& answer) {
+    // --output json: each answer with output is one line of JSON (the bytes base64, as
+    // protobuf's mapping has it); --tail prints one such line at the end instead.
+    if (env_.json && !collecting_ && answer.chunks_size() > 0) {
+      PrintJson(answer, env_, /*one_line=*/true);
+      env_.out->flush();
+    }
     for (const v1::LogChunk& chunk : answer.chunks()) {
       // A rank read for the first time started at the oldest byte kept: the bytes before it
       // are not kept either.
@@ -180,11 +194,26 @@ class LogsReader {
         tails_[chunk.rank()] += chunk.data();
         continue;
       }
+      if (env_.json) continue;
       if (not_kept > 0) {
         printer_.Line(absl::StrCat("[rank ", chunk.rank(), ": ", not_kept, " bytes not kept]"));
       }
       printer_.Print(chunk.rank(), chunk.data());
     }
+  }
+
+  // --tail under --output json: the last lines of every rank as one GetLogsResponse.
+  void PrintTailsJson(uint64_t generation) {
+    v1::GetLogsResponse tails;
+    tails.set_generation(generation);
+    for (const auto& [rank, text] : tails_) {
+      const absl::string_view kept = LastLines(text, options_.tail);
+      v1::LogChunk* chunk = tails.add_chunks();
+      chunk->set_rank(rank);
+      chunk->set_offset(cursors_[rank] - kept.size());
+      chunk->set_data(std::string(kept));
+    }
+    PrintJson(tails, env_, /*one_line=*/true);
   }
 
   // The job's first generation after `after` (0 when the job ended without one), waiting for

@@ -185,6 +185,13 @@ int RunPlot(const std::string& job_id, const PlotOptions& options, JobClient& cl
   for (const v1::MetricsPoint& point : metrics->points()) ranks.push_back(point.rank());
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  if (env.json) {
+    return PrintJsonFields({{"job_id", job_id},
+                            {"charts", absl::StrCat(PlotPanelIds().size())},
+                            {"ranks", absl::StrCat(ranks.size())},
+                            {"wrote", options.output_path}},
+                           env);
+  }
   *env.out << "wrote " << PlotPanelIds().size() << " charts of " << ranks.size()
            << (ranks.size() == 1 ? " rank" : " ranks") << " (" << Title(job_id, *metrics) << ") to "
            << options.output_path << "\n";

@@ -92,7 +92,14 @@ std::string ProgressText(const v1::JobStatus& job) {
 
 int RunWatch(const std::string& job_id, const WatchOptions& options, JobClient& client,
              const CommandEnvironment& env) {
-  ProgressPrinter printer(env, options.plain_interval);
+  // Under --output json stdout carries only the job's messages (one per line); the progress
+  // and retry lines go to stderr.
+  CommandEnvironment progress_env = env;
+  if (env.json) {
+    progress_env.out = env.err;
+    progress_env.out_is_tty = false;
+  }
+  ProgressPrinter printer(progress_env, options.plain_interval);
   printer.Line(
       absl::StrCat("watching job ", job_id, " (interrupting the watch leaves the job running)"));
   uint64_t version = 0;
@@ -127,6 +134,12 @@ int RunWatch(const std::string& job_id, const WatchOptions& options, JobClient& 
     // A long poll that ran out answers with the unchanged status: nothing to show.
     if (version != 0 && job.version() <= version && !IsTerminal(job.state())) continue;
     version = job.version();
+    if (env.json) {
+      if (PrintJson(*response, env, /*one_line=*/true) != kExitOk) return kExitFailure;
+      env.out->flush();
+      if (IsTerminal(job.state())) return RunPassed(job) ? kExitOk : kExitFailure;
+      continue;
+    }
 
     // Lists restart when the coordinator starts a new attempt; show them again from the top.
     if (job.transitions_size() < transitions_shown) transitions_shown = 0;
