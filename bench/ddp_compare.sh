@@ -44,18 +44,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$bin/coordinator/ringleader-coordinator" --listen=127.0.0.1:0 \
+"$bin/coordinator/ringleader-coordinator" --listen=127.0.0.1:0 --insecure \
   --port_file="$run_dir/coordinator.addr" 2>"$run_dir/coordinator.log" &
 pids+=($!)
 for _ in $(seq 1 100); do [ -s "$run_dir/coordinator.addr" ] && break; sleep 0.1; done
 addr=$(cat "$run_dir/coordinator.addr")
 for i in $(seq 0 $((max_ranks - 1))); do
-  "$bin/worker/ringleader-worker" --coordinator="$addr" --name="bench-cpu$i" \
+  "$bin/worker/ringleader-worker" --coordinator="$addr" --name="bench-cpu$i" --insecure \
     --work_dir="$run_dir/worker$i" --rank_binary="$bin/worker/ringleader-rank" \
     2>"$run_dir/worker$i.log" &
   pids+=($!)
 done
-cli=("$bin/client/ringleader" --coordinator="$addr")
+cli=("$bin/client/ringleader" --coordinator="$addr" --insecure)
 for _ in $(seq 1 200); do
   [ "$("${cli[@]}" workers 2>/dev/null | grep -c bench-cpu || true)" -ge "$max_ranks" ] && break
   sleep 0.1

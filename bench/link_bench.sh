@@ -50,18 +50,18 @@ for ns in "$ns_a" "$ns_b"; do ip -n "$ns" link set lo up; done
 ip -n "$ns_a" link set rlbench0 up; ip -n "$ns_b" link set rlbench1 up
 
 in_a=(ip netns exec "$ns_a"); in_b=(ip netns exec "$ns_b")
-"${in_a[@]}" "$bin/coordinator/ringleader-coordinator" --listen="$addr_a:$port" \
+"${in_a[@]}" "$bin/coordinator/ringleader-coordinator" --listen="$addr_a:$port" --insecure \
   2>"$run_dir/coordinator.log" &
 pids+=($!)
-"${in_a[@]}" "$bin/worker/ringleader-worker" --coordinator="$addr_a:$port" --name=link-a \
+"${in_a[@]}" "$bin/worker/ringleader-worker" --coordinator="$addr_a:$port" --name=link-a --insecure \
   --work_dir="$run_dir/a" --rank_binary="$bin/worker/ringleader-rank" \
   --rank_args=--collective_host="$addr_a" 2>"$run_dir/a.log" &
 pids+=($!)
-"${in_b[@]}" "$bin/worker/ringleader-worker" --coordinator="$addr_a:$port" --name=link-b \
+"${in_b[@]}" "$bin/worker/ringleader-worker" --coordinator="$addr_a:$port" --name=link-b --insecure \
   --work_dir="$run_dir/b" --rank_binary="$bin/worker/ringleader-rank" \
   --rank_args=--collective_host="$addr_b" 2>"$run_dir/b.log" &
 pids+=($!)
-cli=("${in_a[@]}" "$bin/client/ringleader" --coordinator="$addr_a:$port")
+cli=("${in_a[@]}" "$bin/client/ringleader" --coordinator="$addr_a:$port" --insecure)
 for _ in $(seq 1 100); do
   [ "$("${cli[@]}" workers 2>/dev/null | grep -c link- || true)" -ge 2 ] && break
   sleep 0.1

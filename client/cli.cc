@@ -19,6 +19,9 @@ const std::vector<FlagSpec>& GlobalFlags() {
       {"output", "text|json",
        "answers as text (default) or JSON for scripts (watch, logs: one message a line)"},
       {"json", "", "the same as --output json; also for metrics, plot, export (-o is their file)"},
+      {"tls_dir", "DIR",
+       "mutual TLS: DIR/ca.pem, DIR/client.pem, DIR/client.key (default $RINGLEADER_TLS_DIR)"},
+      {"insecure", "", "plaintext gRPC (a coordinator started with --insecure)"},
   };
   return *flags;
 }
@@ -320,7 +323,24 @@ int RunCli(const std::vector<std::string>& args, const CommandEnvironment& base_
     return kExitUsage;
   }
 
-  std::unique_ptr<JobClient> client = connect(env.coordinator_address, timeout);
+  ConnectOptions connect_options;
+  connect_options.address = env.coordinator_address;
+  connect_options.call_timeout = timeout;
+  connect_options.insecure = line->Has("insecure");
+  connect_options.tls_dir = line->Value("tls_dir", env.default_tls_dir);
+  if (connect_options.insecure && line->Has("tls_dir")) {
+    *env.err << "error: --tls_dir and --insecure both given: choose TLS or plaintext\n";
+    return kExitUsage;
+  }
+  if (connect_options.insecure) connect_options.tls_dir.clear();
+  if (!connect_options.insecure && connect_options.tls_dir.empty()) {
+    *env.err << "error: --tls_dir: the coordinator speaks TLS: give --tls_dir=DIR with ca.pem, "
+                "client.pem and client.key (deploy/certs.sh DIR makes them; or set "
+                "RINGLEADER_TLS_DIR), or --insecure for a coordinator started with --insecure\n";
+    return kExitUsage;
+  }
+  std::unique_ptr<JobClient> client = connect(connect_options);
+  if (client == nullptr) return kExitUsage;  // the factory said why (unreadable TLS files)
   const std::string& command = line->command;
   if (command == "submit") return RunSubmit(submit, *client, env);
   if (command == "status") return RunStatus(line->arguments[0], *client, env);

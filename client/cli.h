@@ -21,9 +21,17 @@ namespace ringleader {
 
 inline constexpr char kDefaultCoordinator[] = "127.0.0.1:7070";
 
-// Makes the client for the coordinator at `address` with the given per-call timeout.
-using JobClientFactory = std::function<std::unique_ptr<JobClient>(const std::string& address,
-                                                                  absl::Duration call_timeout)>;
+// How the CLI reaches the coordinator (from its global flags).
+struct ConnectOptions {
+  std::string address;          // --coordinator
+  absl::Duration call_timeout;  // --timeout
+  // --tls_dir (ca.pem, client.pem, client.key; default $RINGLEADER_TLS_DIR) or --insecure.
+  std::string tls_dir;
+  bool insecure = false;
+};
+
+// Makes the client for the coordinator.
+using JobClientFactory = std::function<std::unique_ptr<JobClient>(const ConnectOptions& options)>;
 
 // Runs the command in `args` (argv without the program name). `env.coordinator_address` is
 // filled from --coordinator. Returns the exit code.

@@ -54,6 +54,7 @@ class CliTest : public ::testing::Test {
  protected:
   CliTest() {
     env_.out = &out_;
+    env_.default_tls_dir = "certs";  // as $RINGLEADER_TLS_DIR would give it
     env_.err = &err_;
     env_.clock = &clock_;
     env_.sleep = [](absl::Duration) {};
@@ -63,10 +64,11 @@ class CliTest : public ::testing::Test {
   }
 
   int Run(std::vector<std::string> args) {
-    return RunCli(args, env_, [this](const std::string& address, absl::Duration timeout) {
+    return RunCli(args, env_, [this](const ConnectOptions& options) {
       ++connects_;
-      address_ = address;
-      timeout_ = timeout;
+      address_ = options.address;
+      timeout_ = options.call_timeout;
+      connect_options_ = options;
       return std::make_unique<ForwardingJobClient>(&client_);
     });
   }
@@ -79,6 +81,7 @@ class CliTest : public ::testing::Test {
   int connects_ = 0;
   std::string address_;
   absl::Duration timeout_;
+  ConnectOptions connect_options_;
 };
 
 TEST_F(CliTest, HelpForProgramAndEachCommand) {
@@ -221,6 +224,24 @@ TEST_F(CliTest, MetricsDispatchesWithFormatAndOutput) {
   const std::string path = ::testing::TempDir() + "cli_metrics.json";
   EXPECT_EQ(Run({"metrics", "--format=json", "j-6", "-o", path}), kExitOk) << err_.str();
   EXPECT_EQ(out_.str(), "wrote 1 point (steps 4..4, generation 1) to " + path + "\n");
+}
+
+TEST_F(CliTest, TlsComesFromTlsDirOrItsDefaultAndInsecureIsExplicit) {
+  EXPECT_CALL(client_, List()).WillRepeatedly(Return(v1::ListJobsResponse()));
+  EXPECT_EQ(Run({"list"}), kExitOk);
+  EXPECT_EQ(connect_options_.tls_dir, "certs");
+  EXPECT_FALSE(connect_options_.insecure);
+  EXPECT_EQ(Run({"--tls_dir", "/etc/ringleader/tls", "list"}), kExitOk);
+  EXPECT_EQ(connect_options_.tls_dir, "/etc/ringleader/tls");
+  EXPECT_EQ(Run({"--insecure", "list"}), kExitOk);
+  EXPECT_TRUE(connect_options_.insecure);
+  EXPECT_EQ(connect_options_.tls_dir, "");
+  const int connects = connects_;
+  EXPECT_EQ(Run({"--insecure", "--tls_dir", "x", "list"}), kExitUsage);
+  env_.default_tls_dir = "";
+  EXPECT_EQ(Run({"list"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--tls_dir: the coordinator speaks TLS"));
+  EXPECT_EQ(connects_, connects);  // refused before connecting
 }
 
 }  // namespace

@@ -40,6 +40,8 @@ struct CommandEnvironment {
   std::function<absl::StatusOr<std::string>(const std::string& path)> read_file;
   // Shown in hints when the coordinator cannot be reached.
   std::string coordinator_address;
+  // --tls_dir when the flag is not given ($RINGLEADER_TLS_DIR; main fills it).
+  std::string default_tls_dir;
   // --output json (or --json): commands print the API's messages in protobuf's JSON mapping
   // (proto field names) instead of text; streams (watch, logs) one message per line.
   bool json = false;

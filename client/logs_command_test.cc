@@ -66,6 +66,7 @@ class LogsCommandTest : public ::testing::Test {
  protected:
   LogsCommandTest() {
     env_.out = &out_;
+    env_.default_tls_dir = "certs";  // as $RINGLEADER_TLS_DIR would give it
     env_.err = &err_;
     env_.clock = &clock_;
     env_.sleep = [this](absl::Duration d) { slept_.push_back(d); };
@@ -211,7 +212,7 @@ TEST_F(LogsCommandTest, ErrorsAreReportedWithTheirExitCodes) {
 class LogsCliTest : public LogsCommandTest {
  protected:
   int Cli(std::vector<std::string> args) {
-    return RunCli(args, env_, [this](const std::string&, absl::Duration) {
+    return RunCli(args, env_, [this](const ConnectOptions&) {
       ++connects_;
       auto client = std::make_unique<StrictMock<MockJobClient>>();
       EXPECT_CALL(*client, GetLogs(_))

@@ -67,6 +67,7 @@ class PlotCommandTest : public ::testing::Test {
  protected:
   PlotCommandTest() {
     env_.out = &out_;
+    env_.default_tls_dir = "certs";  // as $RINGLEADER_TLS_DIR would give it
     env_.err = &err_;
     env_.clock = &clock_;
     env_.sleep = [](absl::Duration) {};
@@ -85,7 +86,7 @@ class PlotCommandTest : public ::testing::Test {
   }
 
   int Cli(const std::vector<std::string>& args) {
-    return RunCli(args, env_, [this](const std::string&, absl::Duration) {
+    return RunCli(args, env_, [this](const ConnectOptions&) {
       ++connects_;
       return std::make_unique<StrictMock<MockJobClient>>();
     });

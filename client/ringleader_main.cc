@@ -1,6 +1,7 @@
 // `ringleader`: the command-line client of the coordinator. See client/cli.h.
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -12,6 +13,7 @@
 #include "client/cli.h"
 #include "client/grpc_job_client.h"
 #include "common/clock.h"
+#include "common/tls/tls_credentials.h"
 
 namespace {
 
@@ -34,11 +36,21 @@ int main(int argc, char** argv) {
   env.clock = ringleader::Clock::Real();
   env.sleep = [](absl::Duration duration) { absl::SleepFor(duration); };
   env.read_file = ReadFile;
-  ringleader::JobClientFactory connect = [](const std::string& address,
-                                            absl::Duration call_timeout) {
+  if (const char* tls_dir = std::getenv("RINGLEADER_TLS_DIR"); tls_dir != nullptr) {
+    env.default_tls_dir = tls_dir;
+  }
+  ringleader::JobClientFactory connect =
+      [](const ringleader::ConnectOptions& connect) -> std::unique_ptr<ringleader::JobClient> {
     ringleader::GrpcJobClientOptions options;
-    options.call_timeout = call_timeout;
-    return ringleader::NewGrpcJobClient(address, options);
+    options.call_timeout = connect.call_timeout;
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+        ringleader::ChannelCredentialsFor({connect.tls_dir, "client", connect.insecure});
+    if (!credentials.ok()) {
+      std::cerr << "error: " << credentials.status().message() << "\n";
+      return nullptr;
+    }
+    options.credentials = *credentials;
+    return ringleader::NewGrpcJobClient(connect.address, options);
   };
   return ringleader::RunCli(std::vector<std::string>(argv + 1, argv + argc), env, connect);
 }

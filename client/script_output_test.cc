@@ -40,6 +40,7 @@ class ScriptOutputTest : public ::testing::Test {
  protected:
   ScriptOutputTest() {
     env_.out = &out_;
+    env_.default_tls_dir = "certs";  // as $RINGLEADER_TLS_DIR would give it
     env_.err = &err_;
     env_.coordinator_address = "10.0.0.1:7070";
   }
@@ -143,7 +144,7 @@ TEST_F(ScriptOutputTest, LogsUnderJsonPrintEachAnswerAsALineWithTheBytesInBase64
 
 TEST_F(ScriptOutputTest, OutputJsonOnTheCommandLineSelectsTheJsonMapping) {
   auto connect_with = [](v1::JobStatus job) {
-    return [job](const std::string&, absl::Duration) -> std::unique_ptr<JobClient> {
+    return [job](const ConnectOptions&) -> std::unique_ptr<JobClient> {
       auto client = std::make_unique<StrictMock<MockJobClient>>();
       v1::GetJobResponse response;
       *response.mutable_job() = job;
@@ -162,7 +163,7 @@ TEST_F(ScriptOutputTest, OutputJsonOnTheCommandLineSelectsTheJsonMapping) {
 
 TEST_F(ScriptOutputTest, OutputTakesTextOrJsonAndNothingElse) {
   int connects = 0;
-  auto connect = [&](const std::string&, absl::Duration) -> std::unique_ptr<JobClient> {
+  auto connect = [&](const ConnectOptions&) -> std::unique_ptr<JobClient> {
     ++connects;
     return nullptr;
   };
@@ -176,7 +177,7 @@ TEST_F(ScriptOutputTest, StateNamesAreCheckedBeforeConnecting) {
   EXPECT_THAT(std::string(ParseJobStateName("done").status().message()),
               HasSubstr("--state: unknown job state 'done' (expected queued, rendezvous"));
   int connects = 0;
-  auto connect = [&](const std::string&, absl::Duration) -> std::unique_ptr<JobClient> {
+  auto connect = [&](const ConnectOptions&) -> std::unique_ptr<JobClient> {
     ++connects;
     return nullptr;
   };

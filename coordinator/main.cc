@@ -37,10 +37,16 @@
 #include "coordinator/rpc_handler.h"
 #include "coordinator/rpc_stats.h"
 #include "coordinator/sqlite_job_store.h"
+#include "common/tls/tls_credentials.h"
 #include "grpcpp/security/server_credentials.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
           "host:port to serve on; port 0 picks a free port (printed, and written to --port_file)");
+ABSL_FLAG(std::string, tls_dir, "",
+          "mutual TLS: DIR/ca.pem, DIR/coordinator.pem, DIR/coordinator.key (deploy/certs.sh "
+          "makes them); every client must present a certificate signed by ca.pem. Required "
+          "unless --insecure");
+ABSL_FLAG(bool, insecure, false, "plaintext gRPC (no TLS): for a single trusted host only");
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(2),
           "how often workers are told to send a heartbeat");
 ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(10),
@@ -138,6 +144,14 @@ int Run() {
     return 2;
   }
   options.max_queued_jobs = static_cast<size_t>(absl::GetFlag(FLAGS_max_queued_jobs));
+  // Checked before anything is loaded or bound: no TLS files and no --insecure is a usage error.
+  const TlsConfig tls{absl::GetFlag(FLAGS_tls_dir), "coordinator", absl::GetFlag(FLAGS_insecure)};
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentialsFor(tls);
+  if (!credentials.ok()) {
+    std::fprintf(stderr, "ringleader-coordinator: %s\n",
+                 std::string(credentials.status().message()).c_str());
+    return 2;
+  }
   for (const absl::Status& check :
        {CheckPositive("heartbeat_interval", options.heartbeat_interval),
         CheckPositive("heartbeat_timeout", options.heartbeat_timeout),
@@ -188,7 +202,7 @@ int Run() {
   RpcStats rpc_stats;
   RpcHandler handler(&coordinator, &rpc_stats);
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Start(
-      absl::GetFlag(FLAGS_listen), grpc::InsecureServerCredentials(), &handler);
+      absl::GetFlag(FLAGS_listen), *credentials, &handler);
   if (!server.ok()) {
     std::fprintf(stderr, "ringleader-coordinator: %s\n", server.status().ToString().c_str());
     return 1;

@@ -22,8 +22,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Mutual TLS, as in a real cluster: a CA and the coordinator's, workers' and CLI's certificates.
+deploy/certs.sh "$run_dir/tls" >/dev/null
+tls=--tls_dir="$run_dir/tls"
+
 # --allow_fault_injection: the demo may be given model.faults to show what ringleader catches.
-"$bin/coordinator/ringleader-coordinator" --listen=127.0.0.1:0 --allow_fault_injection \
+"$bin/coordinator/ringleader-coordinator" --listen=127.0.0.1:0 --allow_fault_injection "$tls" \
   --state_dir="$run_dir/state" \
   --port_file="$run_dir/coordinator.addr" 2>"$run_dir/coordinator.log" &
 pids+=($!)
@@ -38,14 +42,17 @@ done
 addr=$(cat "$run_dir/coordinator.addr")
 echo "demo: coordinator listening on $addr"
 
+# --allowed_roots: the job may name paths only in the demo's checkpoint directory and
+# the Fashion-MNIST directory; anything else (checkpoint_dir=/etc) fails the job.
 for i in 0 1; do
-  "$bin/worker/ringleader-worker" --coordinator="$addr" --name="demo-cpu$i" \
+  "$bin/worker/ringleader-worker" --coordinator="$addr" --name="demo-cpu$i" "$tls" \
     --work_dir="$run_dir/worker$i" --rank_binary="$bin/worker/ringleader-rank" \
+    --allowed_roots="$run_dir/checkpoints,/usr/share/datasets/fashion-mnist" \
     2>"$run_dir/worker$i.log" &
   pids+=($!)
 done
 
-cli=("$bin/client/ringleader" --coordinator="$addr")
+cli=("$bin/client/ringleader" --coordinator="$addr" "$tls")
 # Wait (bounded) until both workers have registered.
 for _ in $(seq 1 100); do
   n=$("${cli[@]}" workers 2>/dev/null | grep -c "demo-cpu" || true)

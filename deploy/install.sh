@@ -12,6 +12,9 @@
 #   /etc/default/ringleader-coordinator, /etc/default/ringleader-worker
 #                                      the units' settings, all commented out; written only where
 #                                      missing, so an operator's edits survive a reinstall
+#   /etc/sysusers.d/ringleader.conf    the workers' system user `ringleader` (in the video and
+#                                      render groups, for the GPUs); without --destdir it is
+#                                      created at once with systemd-sysusers
 #
 #   --prefix DIR   where binaries and the package go (default /usr/local); absolute
 #   --destdir DIR  put every file under DIR instead of / (the paths inside the units stay the
@@ -100,9 +103,10 @@ bin_dir="$destdir$prefix/bin"
 python_dir="$destdir$prefix/lib/ringleader/python"
 unit_dir="$destdir/etc/systemd/system"
 default_dir="$destdir/etc/default"
+sysusers_dir="$destdir/etc/sysusers.d"
 
 # The nearest existing ancestor of each target must be writable: say so before copying anything.
-for dir in "$bin_dir" "$python_dir" "$unit_dir" "$default_dir"; do
+for dir in "$bin_dir" "$python_dir" "$unit_dir" "$default_dir" "$sysusers_dir"; do
   probe=$dir
   while [ ! -e "$probe" ]; do probe=$(dirname "$probe"); done
   if [ ! -d "$probe" ]; then die "$probe is not a directory (needed for $dir)"; fi
@@ -110,7 +114,7 @@ for dir in "$bin_dir" "$python_dir" "$unit_dir" "$default_dir"; do
     die "cannot write $probe (needed for $dir): run as root (sudo deploy/install.sh), or stage the files with --destdir DIR"
   fi
 done
-mkdir -p "$bin_dir" "$python_dir" "$unit_dir" "$default_dir"
+mkdir -p "$bin_dir" "$python_dir" "$unit_dir" "$default_dir" "$sysusers_dir"
 
 # install_file SRC DST MODE: copied beside DST, then renamed over it (atomic; a running program
 # keeps its old file instead of failing with "text file busy").
@@ -157,6 +161,27 @@ for unit in ringleader-coordinator.service ringleader-worker@.service; do
   echo "install: $unit_dir/$unit"
 done
 
+# The workers' user (ringleader-worker@.service: User=ringleader, SupplementaryGroups=video
+# render). The coordinator needs none (DynamicUser=). Replaced on every run, like the units.
+sysusers="$sysusers_dir/ringleader.conf"
+cat >"$sysusers.install.$$" <<'EOF' && chmod 0644 "$sysusers.install.$$" && mv -f "$sysusers.install.$$" "$sysusers" ||
+# The system user of ringleader-worker@.service (deploy/install.sh). Applied by systemd-sysusers.
+#Type Name       ID  GECOS                Home directory             Shell
+u     ringleader -   "ringleader worker"  /var/lib/ringleader-worker /usr/sbin/nologin
+g     video      -
+g     render     -
+m     ringleader video
+m     ringleader render
+EOF
+  { rm -f "$sysusers.install.$$"; die "cannot write $sysusers"; }
+echo "install: $sysusers"
+if [ -z "$destdir" ]; then
+  command -v systemd-sysusers >/dev/null ||
+    die "systemd-sysusers not found (Debian's systemd package): cannot create the user ringleader of $sysusers"
+  systemd-sysusers "$sysusers" || die "systemd-sysusers $sysusers failed: the user ringleader was not created"
+  echo "install: user ringleader (groups video, render) is present"
+fi
+
 # write_default NAME: /etc/default/NAME from stdin, only where it does not exist yet.
 write_default() {
   local target="$default_dir/$1"
@@ -189,16 +214,31 @@ write_default ringleader-worker <<'EOF'
 # More flags, separated by spaces. E.g. the address this node's ranks listen on for their peers,
 # when the route to the coordinator is not the network the ranks should use:
 #RINGLEADER_WORKER_ARGS=--collective_host=10.0.0.12
+#
+# Paths a job spec may name (checkpoint_dir, data.path, model.init_from, workdir) lie under the
+# unit's --allowed_roots=/var/lib/ringleader-worker,/srv/ringleader,/usr/share/datasets, the
+# only ones it may write being the first two. To add a root, list all of them here (the last
+# --allowed_roots wins) and let the unit write it: `systemctl edit ringleader-worker@` with
+#   [Service]
+#   ReadWritePaths=/data/checkpoints
+#RINGLEADER_WORKER_ARGS=--allowed_roots=/var/lib/ringleader-worker,/srv/ringleader,/usr/share/datasets,/data/checkpoints
 EOF
 
 where=${destdir:+ (staged under $destdir)}
 cat <<EOF
 install: done$where. Nothing was enabled or started; to run it (as root):
   systemctl daemon-reload
+  # mutual TLS (every connection): the cluster's CA and certificates, made once and copied to
+  # every host (ca.key stays on the signing host); the workers read them as group ringleader:
+  deploy/certs.sh /etc/ringleader/tls --host COORDINATOR_HOST_NAME --host COORDINATOR_IP
+  chgrp -R ringleader /etc/ringleader/tls && chmod 0750 /etc/ringleader/tls
+  chmod 0640 /etc/ringleader/tls/*.pem /etc/ringleader/tls/worker.key   # ca.key stays 0600
+  # shared checkpoints and training scripts (an allowed root the workers may write; optional):
+  install -d -o ringleader -g ringleader -m 0750 /srv/ringleader
   # the coordinator host:
   systemctl enable --now ringleader-coordinator.service
   # each GPU node: set RINGLEADER_COORDINATOR in /etc/default/ringleader-worker, then one
   # worker per GPU (instance = GPU index):
   systemctl enable --now ringleader-worker@0.service ringleader-worker@1.service
-  # check: $prefix/bin/ringleader --coordinator=HOST:7070 workers
+  # check: $prefix/bin/ringleader --coordinator=HOST:7070 --tls_dir=/etc/ringleader/tls workers
 EOF

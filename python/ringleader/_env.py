@@ -10,10 +10,12 @@ from collections.abc import Mapping
 class RingleaderEnv:
     """Where and as whom this rank reports."""
 
-    coordinator: str  # host:port, plaintext gRPC
+    coordinator: str  # host:port
     job_id: str
     generation: int  # attempt number, 1-based
     rank: int
+    # Mutual TLS: ca.pem, worker.pem and worker.key there (the worker's --tls_dir); "" = plaintext.
+    tls_dir: str = ""
 
 
 def _int(environ: Mapping[str, str], name: str, default: int | None = None) -> int:
@@ -44,7 +46,8 @@ def from_environ(environ: Mapping[str, str] | None = None) -> RingleaderEnv | No
                          "is (the launcher sets both)")
     rank = _int(env, "RINGLEADER_RANK", _int(env, "RANK", 0))
     return RingleaderEnv(coordinator=coordinator, job_id=job_id,
-                         generation=_int(env, "RINGLEADER_GENERATION", 1), rank=rank)
+                         generation=_int(env, "RINGLEADER_GENERATION", 1), rank=rank,
+                         tls_dir=env.get("RINGLEADER_TLS_DIR", ""))
 
 
 def world_size_from_environ(environ: Mapping[str, str] | None = None) -> int:

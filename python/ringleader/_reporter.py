@@ -10,6 +10,7 @@ JobStopped at the next optimizer step.
 from __future__ import annotations
 
 import collections
+import os
 import sys
 import threading
 import time
@@ -26,12 +27,28 @@ def _log(message: str) -> None:
     print(f"ringleader: {message}", file=sys.stderr, flush=True)
 
 
+def _channel(address: str, tls_dir: str) -> grpc.Channel:
+    """Plaintext, or mutual TLS with the worker's files (as the rank binary does)."""
+    if not tls_dir:
+        return grpc.insecure_channel(address)
+
+    def read(name: str) -> bytes:
+        with open(os.path.join(tls_dir, name), "rb") as f:
+            return f.read()
+
+    credentials = grpc.ssl_channel_credentials(root_certificates=read("ca.pem"),
+                                               private_key=read("worker.key"),
+                                               certificate_chain=read("worker.pem"))
+    return grpc.secure_channel(address, credentials)
+
+
 class Reporter:
     """One rank's report channel to the coordinator. Thread-safe."""
 
     def __init__(self, address: str, job_id: str, generation: int, rank: int, *,
                  min_interval_s: float = 0.25, max_queue: int = 4096, max_batch: int = 512,
-                 rpc_timeout_s: float = 10.0, retry_for_s: float = 60.0) -> None:
+                 rpc_timeout_s: float = 10.0, retry_for_s: float = 60.0,
+                 tls_dir: str = "") -> None:
         self.address = address
         self.job_id = job_id
         self.generation = generation
@@ -42,7 +59,7 @@ class Reporter:
         self._rpc_timeout_s = rpc_timeout_s
         self._retry_for_s = retry_for_s
 
-        self._channel = grpc.insecure_channel(address)
+        self._channel = _channel(address, tls_dir)
         self._stub = pb_grpc.WorkerServiceStub(self._channel)
 
         self._cv = threading.Condition()

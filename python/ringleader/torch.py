@@ -263,7 +263,8 @@ class Watcher:
         self._drift_buffers: tuple[torch.Tensor, torch.Tensor] | None = None
         self._lock = threading.Lock()
 
-        self._reporter = _reporter.Reporter(env.coordinator, env.job_id, env.generation, env.rank)
+        self._reporter = _reporter.Reporter(env.coordinator, env.job_id, env.generation, env.rank,
+                                            tls_dir=env.tls_dir)
 
         if self._is_ddp:
             if getattr(model, "_ringleader_watched", False):

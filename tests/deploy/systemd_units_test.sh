@@ -16,6 +16,13 @@
 # arguments: both are checked here. Negative controls (a missing binary, a bad value) prove the
 # check still reports problems. Also: install.sh is idempotent and keeps /etc/default edits.
 #
+# Hardening: each unit carries its sandbox directives (the worker as the static user ringleader,
+# which the staged sysusers.d file creates, applied with systemd-sysusers --root to a scratch
+# root), the worker's --allowed_roots cover every directory it may write, and `systemd-analyze
+# security --offline=true --root=ROOT` scores each unit at or below its threshold (exposure, 0 =
+# locked down, 10 = none: coordinator 2.0, worker 3.0); a worker unit stripped of its sandbox
+# scores above it (negative control).
+#
 # Needs systemd-analyze (Debian's systemd package): without it the test fails.
 set -uo pipefail
 install_sh=$1
@@ -103,10 +110,114 @@ check_root() {
   fi
 }
 
+# Sandbox directives every unit must keep (README "Install"), then each unit's own.
+COMMON_HARDENING=(NoNewPrivileges=yes CapabilityBoundingSet= ProtectSystem=strict ProtectHome=yes
+  PrivateTmp=yes ProtectKernelTunables=yes ProtectKernelModules=yes ProtectKernelLogs=yes
+  ProtectControlGroups=yes RestrictSUIDSGID=yes LockPersonality=yes
+  RestrictRealtime=yes RestrictNamespaces=yes SystemCallArchitectures=native UMask=0027)
+COORDINATOR_HARDENING=(DynamicUser=yes StateDirectory=ringleader PrivateDevices=yes ProtectClock=yes
+  MemoryDenyWriteExecute=yes SystemCallFilter=@system-service)
+WORKER_HARDENING=(User=ringleader Group=ringleader "SupplementaryGroups=video render"
+  StateDirectory=ringleader-worker "SystemCallFilter=~@clock @cpu-emulation @module @mount @obsolete @raw-io @reboot @swap")
+# Device access must stay open for /dev/nvidia*: no PrivateDevices=, and no ProtectClock= (before
+# systemd 252 it implies DeviceAllow=char-rtc, which then denies every other device).
+WORKER_FORBIDDEN=(PrivateDevices=yes ProtectClock=yes DevicePolicy=closed DevicePolicy=strict)
+# Highest exposure accepted by `systemd-analyze security`, per unit.
+declare -A MAX_EXPOSURE=([ringleader-coordinator.service]=2.0 [ringleader-worker@0.service]=3.0)
+
+# exposure ROOT UNIT: the overall exposure level systemd-analyze security gives UNIT ("" if none).
+exposure() {
+  (cd "$1" && systemd-analyze security --offline=true --root="$1" --no-pager "$2" 2>/dev/null) |
+    sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p'
+}
+
+# over LEVEL MAX: whether LEVEL > MAX (decimals).
+over() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a > b) }'; }
+
+check_hardening() {
+  local root=$1 dir=$1/etc/systemd/system unit directive file level max rw allowed state workdir
+  for directive in "${COMMON_HARDENING[@]}"; do
+    for unit in ringleader-coordinator.service ringleader-worker@.service; do
+      grep -qxF -- "$directive" "$dir/$unit" || fail "$unit lacks $directive"
+    done
+  done
+  for directive in "${COORDINATOR_HARDENING[@]}"; do
+    grep -qxF -- "$directive" "$dir/ringleader-coordinator.service" ||
+      fail "ringleader-coordinator.service lacks $directive"
+  done
+  for directive in "${WORKER_HARDENING[@]}"; do
+    grep -qxF -- "$directive" "$dir/ringleader-worker@.service" ||
+      fail "ringleader-worker@.service lacks $directive"
+  done
+  for directive in "${WORKER_FORBIDDEN[@]}"; do
+    ! grep -qxF -- "$directive" "$dir/ringleader-worker@.service" ||
+      fail "ringleader-worker@.service has $directive: the GPU device nodes would be unreachable"
+  done
+  # The worker may name in a job only what it may use: every directory it may write is an
+  # allowed root, and its work dir lies in its state directory.
+  file=$dir/ringleader-worker@.service
+  # (In the command line: ExecStart= and its continuation lines, not the comments.)
+  allowed=$(grep -E '^(ExecStart=|[[:space:]])' "$file" | grep -o -- '--allowed_roots=[^ ]*' |
+    head -1 | cut -d= -f2)
+  [ -n "$allowed" ] || fail "ringleader-worker@.service passes no --allowed_roots"
+  state=/var/lib/$(sed -n 's/^StateDirectory=//p' "$file")
+  for rw in "$state" $(sed -n 's/^ReadWritePaths=//p' "$file"); do
+    rw=${rw#-}
+    [[ ",$allowed," == *",$rw,"* ]] ||
+      fail "ringleader-worker@.service may write $rw, which is not in --allowed_roots=$allowed"
+  done
+  workdir=$(grep -E '^(ExecStart=|[[:space:]])' "$file" | grep -o -- '--work_dir=[^ ]*' |
+    cut -d= -f2)
+  [[ "$workdir" == "$state/"* ]] ||
+    fail "the worker's --work_dir=$workdir is not in its state directory $state"
+  # Offline security review of the staged units.
+  for unit in ringleader-coordinator.service ringleader-worker@0.service; do
+    level=$(exposure "$root" "$unit")
+    max=${MAX_EXPOSURE[$unit]}
+    if [ -z "$level" ]; then
+      fail "systemd-analyze security --offline=true gave no exposure level for $unit"
+    elif over "$level" "$max"; then
+      fail "systemd-analyze security: $unit exposure $level is above $max"
+    else
+      echo "ok: systemd-analyze security --offline=true: $unit exposure $level (at most $max)"
+    fi
+  done
+}
+
 root=$tmp/root
-stage "$root" /usr/local && check_root "$root" /usr/local
+stage "$root" /usr/local && check_root "$root" /usr/local && check_hardening "$root"
+
+# The worker's user: the staged sysusers.d file, applied to a scratch root (never this host's).
+users_root=$tmp/users-root
+mkdir -p "$users_root/etc/sysusers.d"
+cp "$root/etc/sysusers.d/ringleader.conf" "$users_root/etc/sysusers.d/" ||
+  fail "install.sh did not stage /etc/sysusers.d/ringleader.conf"
+if systemd-sysusers --root="$users_root" ringleader.conf >"$tmp/sysusers.log" 2>&1; then
+  grep -q '^ringleader:x:[0-9]*:[0-9]*:[^:]*:/var/lib/ringleader-worker:/usr/sbin/nologin$' \
+    "$users_root/etc/passwd" || fail "sysusers made no user ringleader: $(cat "$users_root/etc/passwd")"
+  for group in video render; do
+    grep -q "^$group:x:[0-9]*:\(.*,\)\{0,1\}ringleader\(,.*\)\{0,1\}$" "$users_root/etc/group" ||
+      fail "sysusers did not put ringleader in group $group: $(cat "$users_root/etc/group")"
+  done
+  echo "ok: sysusers.d creates the user ringleader in groups video and render"
+else
+  fail "systemd-sysusers --root rejected the staged ringleader.conf: $(cat "$tmp/sysusers.log")"
+fi
+
+# Negative control: the worker unit without its sandbox scores above the threshold.
+bare=$tmp/root-bare
+cp -a "$root" "$bare"
+sed -i -E '/^(User|Group|SupplementaryGroups|UMask|NoNewPrivileges|CapabilityBoundingSet|AmbientCapabilities|Protect[A-Za-z]*|Private[A-Za-z]*|Restrict[A-Za-z]*|LockPersonality|RemoveIPC|SystemCall[A-Za-z]*|ReadWritePaths)=/d' \
+  "$bare/etc/systemd/system/ringleader-worker@.service"
+level=$(exposure "$bare" ringleader-worker@0.service)
+if [ -n "$level" ] && over "$level" "${MAX_EXPOSURE[ringleader-worker@0.service]}"; then
+  echo "ok: the worker unit without its sandbox scores $level, above the threshold"
+else
+  fail "the worker unit stripped of its sandbox scored '$level': the threshold check proves nothing"
+fi
 opt_root=$tmp/root-opt
-stage "$opt_root" /opt/ringleader && check_root "$opt_root" /opt/ringleader
+stage "$opt_root" /opt/ringleader && check_root "$opt_root" /opt/ringleader &&
+  check_hardening "$opt_root"
 
 # Negative controls on a copy: the check must report a missing binary and a value systemd cannot
 # parse (exit code 0 for the latter).

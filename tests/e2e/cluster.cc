@@ -20,6 +20,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
+#include "common/tls/tls_credentials.h"
 
 namespace ringleader {
 namespace e2e {
@@ -123,6 +124,13 @@ std::string LastReason(const v1::JobStatus& job) {
   return job.transitions().empty() ? "" : job.transitions().rbegin()->reason();
 }
 
+std::string DefaultAllowedRootsFlag() {
+  const char* tmp = getenv("TEST_TMPDIR");
+  std::error_code error;
+  const fs::path root = fs::absolute(tmp ? tmp : "/tmp", error);
+  return absl::StrCat("--allowed_roots=", root.string(), ",/usr/share/datasets/fashion-mnist");
+}
+
 v1::JobSpec SmallSyntheticSpec(const std::string& name) {
   v1::JobSpec spec;
   spec.set_name(name);
@@ -160,12 +168,13 @@ absl::Status Cluster::StartCoordinator(const std::string& listen, absl::Time dea
   std::remove(port_file.c_str());
   std::vector<std::string> argv = {
       RunfilePath("coordinator/ringleader-coordinator"), "--listen=" + listen,
-      "--port_file=" + port_file, "--allow_fault_injection",
+      "--port_file=" + port_file,
       "--heartbeat_interval=" + absl::FormatDuration(options_.heartbeat_interval),
       "--heartbeat_timeout=" + absl::FormatDuration(options_.heartbeat_timeout),
       // No metrics server unless the test asks for one (coordinator_flags come later and win):
       // clusters run side by side and would all want the default port.
-      "--http_listen="};
+      "--http_listen=", TlsFlag()};
+  if (options_.allow_fault_injection) argv.push_back("--allow_fault_injection");
   argv.insert(argv.end(), options_.coordinator_flags.begin(), options_.coordinator_flags.end());
   absl::StatusOr<std::unique_ptr<ChildProcess>> coordinator = ChildProcess::Start(
       argv, (fs::path(dir_) / absl::StrCat("coordinator-", coordinator_starts_++, ".log")).string());
@@ -183,7 +192,10 @@ absl::Status Cluster::StartCoordinator(const std::string& listen, absl::Time dea
     }
     absl::SleepFor(kPollPause);
   }
-  channel_ = grpc::CreateChannel(address_, grpc::InsecureChannelCredentials());
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ChannelCredentialsFor({tls_dir(), "client", options_.insecure});
+  if (!credentials.ok()) return credentials.status();
+  channel_ = grpc::CreateChannel(address_, *credentials);
   jobs_ = v1::JobService::NewStub(channel_);
   return absl::OkStatus();
 }
@@ -198,9 +210,25 @@ absl::Status Cluster::KillAndRestartCoordinator(absl::Duration down_for) {
   return StartCoordinator(address_, absl::Now() + options_.start_timeout);
 }
 
+std::string Cluster::tls_dir() const {
+  return options_.insecure ? "" : (fs::path(dir_) / "tls").string();
+}
+
+std::string Cluster::TlsFlag() const {
+  return options_.insecure ? "--insecure" : "--tls_dir=" + tls_dir();
+}
+
 absl::Status Cluster::StartProcesses(const ClusterOptions& options) {
   options_ = options;
   const absl::Time deadline = absl::Now() + options.start_timeout;
+  if (!options.insecure) {
+    const std::string command = absl::StrCat(RunfilePath("deploy/certs.sh"), " ", tls_dir(),
+                                             " >", (fs::path(dir_) / "certs.log").string(), " 2>&1");
+    if (std::system(command.c_str()) != 0) {
+      return absl::InternalError(absl::StrCat("deploy/certs.sh failed: ",
+                                              ReadFile((fs::path(dir_) / "certs.log").string())));
+    }
+  }
   RETURN_IF_ERROR(StartCoordinator("127.0.0.1:0", deadline));
 
   for (int i = 0; i < options.workers; ++i) {
@@ -213,6 +241,8 @@ absl::Status Cluster::StartProcesses(const ClusterOptions& options) {
         "--rank_binary=" + RunfilePath("worker/ringleader-rank"),
         "--kill_grace=" + absl::FormatDuration(options.kill_grace),
         "--wait_timeout=2s",
+        DefaultAllowedRootsFlag(),
+        TlsFlag(),
     };
     argv.insert(argv.end(), options.worker_flags.begin(), options.worker_flags.end());
     absl::StatusOr<std::unique_ptr<ChildProcess>> worker =
@@ -432,7 +462,8 @@ absl::StatusOr<std::string> Cluster::HttpAddress() const {
 
 CliResult Cluster::RunCli(const std::vector<std::string>& args, absl::Duration timeout) {
   CliResult result;
-  std::vector<std::string> argv = {RunfilePath("client/ringleader"), "--coordinator", address_};
+  std::vector<std::string> argv = {RunfilePath("client/ringleader"), "--coordinator", address_,
+                                   TlsFlag()};
   argv.insert(argv.end(), args.begin(), args.end());
   const std::string log = (fs::path(dir_) / absl::StrCat("cli-", cli_runs_++, ".out")).string();
   absl::StatusOr<std::unique_ptr<ChildProcess>> cli = ChildProcess::Start(argv, log);

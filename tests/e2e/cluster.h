@@ -42,7 +42,17 @@ struct ClusterOptions {
   absl::Duration start_timeout = absl::Seconds(30);
   // Extra flags of the coordinator (e.g. --state_dir=...).
   std::vector<std::string> coordinator_flags;
+  // Whether the coordinator is started with --allow_fault_injection (accepts model.faults).
+  bool allow_fault_injection = true;
+  // Plaintext gRPC (--insecure everywhere) instead of the default mutual TLS with certificates
+  // deploy/certs.sh makes in the cluster's directory (tls_dir()).
+  bool insecure = false;
 };
+
+// The --allowed_roots every worker daemon of a Cluster gets before `worker_flags` (a later
+// --allowed_roots there replaces it): the test's temporary directory (TEST_TMPDIR, where the
+// cluster's directory, checkpoints and command workdirs lie) and the Fashion-MNIST directory.
+std::string DefaultAllowedRootsFlag();
 
 // What WaitForEnd saw of a job.
 struct JobHistory {
@@ -77,6 +87,11 @@ class Cluster {
   // `down_for` later.
   absl::Status KillAndRestartCoordinator(absl::Duration down_for = absl::ZeroDuration());
   const std::string& dir() const { return dir_; }
+  // The cluster's certificates (ca.pem, coordinator/worker/client .pem and .key); "" when
+  // insecure.
+  std::string tls_dir() const;
+  // "--tls_dir=DIR" or "--insecure", as every process of the cluster gets it.
+  std::string TlsFlag() const;
 
   absl::StatusOr<std::string> Submit(const v1::JobSpec& spec);
   absl::StatusOr<v1::JobStatus> GetJob(const std::string& job_id);

@@ -98,7 +98,8 @@ TEST_F(DurabilityE2eTest, JobsAndIdsSurviveAKilledCoordinator) {
 TEST_F(DurabilityE2eTest, ASecondCoordinatorOnTheSameStateDirRefusesToStart) {
   const std::string log = (fs::path(std::getenv("TEST_TMPDIR")) / "second.log").string();
   auto second = ChildProcess::Start({RunfilePath("coordinator/ringleader-coordinator"),
-                                     "--listen=127.0.0.1:0", "--state_dir=" + StateDir()},
+                                     "--listen=127.0.0.1:0", "--insecure",
+                                     "--state_dir=" + StateDir()},
                                     log);
   ASSERT_TRUE(second.ok()) << second.status();
   const ExitInfo exit = (*second)->Wait();

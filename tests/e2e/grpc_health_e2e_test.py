@@ -114,7 +114,9 @@ class HealthAndReflectionTest(unittest.TestCase):
     @classmethod
     def start_cluster(cls):
         port_file = os.path.join(cls.tmp, "coordinator.port")
+        # Plaintext: the generic client speaks to the services, not to TLS (tls_e2e tests that).
         cls.coordinator = cls.start([COORDINATOR, "--listen=127.0.0.1:0", "--http_listen=",
+                                     "--insecure",
                                      f"--port_file={port_file}"], "coordinator.log")
         cls.coordinator_address = wait_for(
             lambda: cls.alive(cls.coordinator) and read(port_file).strip(), START_TIMEOUT_S,
@@ -133,7 +135,7 @@ class HealthAndReflectionTest(unittest.TestCase):
 
     @classmethod
     def start_worker(cls, name, coordinator):
-        return cls.start([WORKER, f"--coordinator={coordinator}", f"--name={name}",
+        return cls.start([WORKER, f"--coordinator={coordinator}", f"--name={name}", "--insecure",
                           f"--work_dir={os.path.join(cls.tmp, name)}", f"--rank_binary={RANK}",
                           "--admin_listen=127.0.0.1:0"], f"{name}.log")
 

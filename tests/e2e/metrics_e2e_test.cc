@@ -227,7 +227,8 @@ TEST(MetricsE2eTest, AMetricsPortInUseStopsTheStartNamingTheFlag) {
   const std::string log = (fs::path(std::getenv("TEST_TMPDIR")) / "in-use.log").string();
   absl::StatusOr<std::unique_ptr<ChildProcess>> coordinator =
       ChildProcess::Start({RunfilePath("coordinator/ringleader-coordinator"),
-                           "--listen=127.0.0.1:0", absl::StrCat("--http_listen=127.0.0.1:", port)},
+                           "--listen=127.0.0.1:0", "--insecure",
+                           absl::StrCat("--http_listen=127.0.0.1:", port)},
                           log);
   ASSERT_TRUE(coordinator.ok()) << coordinator.status();
   const ExitInfo exit = (*coordinator)->Wait();

@@ -31,7 +31,7 @@ netns_init rl-mc "$@"
 
 # --- the three hosts and the cluster --------------------------------------------------------
 netns_create_hosts
-start coordinator "$coord_ns" "$coordinator_bin" --listen="$coordinator" --http_listen= \
+start coordinator "$coord_ns" "$coordinator_bin" --listen="$coordinator" --http_listen= --insecure \
   --heartbeat_interval=500ms
 bad=2 good=1  # the daemon on host 2 gets the loopback address
 collective_flag=([1]="" [2]=--collective_host=127.0.0.1)
@@ -39,7 +39,7 @@ for i in 1 2; do
   # shellcheck disable=SC2206  # host 1: no flag at all
   flags=(${collective_flag[$i]})
   start_on_host "host$i" "${host_ns[$i]}" "rl-host$i" "$worker_bin" \
-    --coordinator="$coordinator" --name="mc-host$i" --work_dir="$run_dir/host$i" \
+    --coordinator="$coordinator" --insecure --name="mc-host$i" --work_dir="$run_dir/host$i" \
     --rank_binary="$rank_bin" --rank_args=--rendezvous_timeout=5s --wait_timeout=2s "${flags[@]}"
 done
 

@@ -30,11 +30,11 @@ netns_init rl-mh "$@"
 netns_create_hosts
 
 # --- the cluster ----------------------------------------------------------------------------
-start coordinator "$coord_ns" "$coordinator_bin" --listen="$coordinator" --http_listen= \
+start coordinator "$coord_ns" "$coordinator_bin" --listen="$coordinator" --http_listen= --insecure \
   --heartbeat_interval=500ms
 for i in 1 2; do
   # No --collective_host, no --rank_args: the daemon works the address out itself.
-  start "host$i" "${host_ns[$i]}" "$worker_bin" --coordinator="$coordinator" \
+  start "host$i" "${host_ns[$i]}" "$worker_bin" --coordinator="$coordinator" --insecure \
     --name="mh-host$i" --work_dir="$run_dir/host$i" --rank_binary="$rank_bin" --wait_timeout=2s
 done
 

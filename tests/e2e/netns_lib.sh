@@ -137,7 +137,7 @@ start_on_host() {
 }
 
 cli() {
-  timeout 30 ip netns exec "$coord_ns" "$cli_bin" --coordinator="$coordinator" --timeout 5s "$@"
+  timeout 30 ip netns exec "$coord_ns" "$cli_bin" --coordinator="$coordinator" --insecure --timeout 5s "$@"
 }
 
 # json_get EXPRESSION: evaluates a Python expression on the JSON read from stdin (as `j`).

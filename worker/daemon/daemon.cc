@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "worker/daemon/job_paths.h"
 
 namespace ringleader {
 namespace {
@@ -296,6 +297,20 @@ void WorkerDaemon::AbandonChild(uint64_t serial, const std::string& why) {
 
 absl::Status WorkerDaemon::Run() {
   if (absl::Status status = ValidateOptions(options_); !status.ok()) return status;
+  absl::StatusOr<AllowedRoots> roots = AllowedRoots::Create(options_.allowed_roots);
+  if (!roots.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("allowed roots (--allowed_roots): ", roots.status().message()));
+  }
+  allowed_roots_ = *std::move(roots);
+  if (allowed_roots_.confining()) {
+    Log(absl::StrCat("job paths (checkpoint_dir, data.path, model.init_from, workdir) must lie "
+                     "in the allowed roots: ",
+                     allowed_roots_.Describe(), " (--allowed_roots)"));
+  } else {
+    Log("WARNING: job paths are not confined: a job spec may name any path this user can read "
+        "or write (checkpoint_dir, data.path, model.init_from, workdir); set --allowed_roots");
+  }
   std::error_code error;
   fs::create_directories(options_.work_dir, error);
   if (error) {
@@ -345,13 +360,15 @@ absl::Status WorkerDaemon::Run() {
 void WorkerDaemon::RunAttempt(const v1::Assignment& assignment) {
   const std::string what = absl::StrCat("rank ", assignment.rank(), " of job ", assignment.job_id(),
                                         " (generation ", assignment.generation(), ")");
-  auto report_failure = [&](const std::string& error) {
+  // job_error: the job's own fault (the coordinator fails it without a restart).
+  auto report_failure = [&](const std::string& error, bool job_error = false) {
     v1::FinishRankRequest request;
     request.set_job_id(assignment.job_id());
     request.set_generation(assignment.generation());
     request.set_rank(assignment.rank());
     request.set_ok(false);
     request.set_error(error);
+    request.set_job_error(job_error);
     // While the coordinator is unreachable (the client's own retries ran out) the report is
     // tried again, for as long as a rank would have been kept running without it.
     const absl::Time give_up = clock_->Now() + [&] {
@@ -369,6 +386,14 @@ void WorkerDaemon::RunAttempt(const v1::Assignment& assignment) {
       Log(absl::StrCat("reporting the failure of ", what, ": ", response.status().ToString()));
     }
   };
+
+  // Confinement: a path outside the allowed roots is the spec's fault, and every worker of the
+  // cluster would refuse it alike.
+  if (absl::Status confined = CheckJobPaths(assignment, allowed_roots_); !confined.ok()) {
+    Log(absl::StrCat("refusing ", what, ": ", confined.message()));
+    report_failure(std::string(confined.message()), /*job_error=*/true);
+    return;
+  }
 
   const fs::path dir = fs::path(options_.work_dir) / AttemptDirName(assignment);
   const fs::path assignment_file = dir / kAssignmentFile;

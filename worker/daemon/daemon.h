@@ -30,6 +30,11 @@
 // coordinator keeps the first report of a rank, so a rank that reported itself wins. The daemon
 // never dies because a child did.
 //
+// Confinement: before starting a rank, the paths its job spec names (checkpoint_dir, data.path,
+// model.init_from, a command job's workdir) must lie in `allowed_roots`; otherwise no child is
+// started and the daemon reports FinishRank(ok=false, job_error=true, "checkpoint_dir: /etc is
+// outside the worker's allowed roots (...)"), which fails the job without a restart.
+//
 // Files: every attempt gets <work_dir>/<job>-g<generation>-r<rank>/ holding assignment.pb (the
 // binary Assignment proto the child reads), rank.log (the child's stdout+stderr; a leftover of
 // an earlier run in the same directory is removed first) and finish_reported (written by the
@@ -72,6 +77,7 @@
 #include "common/clock.h"
 #include "proto/ringleader.pb.h"
 #include "worker/coordinator_client/coordinator_client.h"
+#include "worker/daemon/allowed_roots.h"
 #include "worker/daemon/child_process.h"
 #include "worker/daemon/log_shipper.h"
 
@@ -96,6 +102,11 @@ struct WorkerDaemonOptions {
   std::string rank_binary;
   // Appended to every rank command line (test hooks, extra logging flags).
   std::vector<std::string> rank_extra_args;
+  // The directories a job's paths must lie in (absolute; see job_paths.h for which paths and
+  // allowed_roots.h for how they are resolved). An assignment naming a path outside is not
+  // started: the daemon reports it with FinishRank(job_error) naming the field, the path and
+  // these roots. Empty = no confinement (logged; main() always sets some, see daemon_main.cc).
+  std::vector<std::string> allowed_roots;
   // Long-poll length of WaitAssignment.
   absl::Duration wait_assignment_timeout = absl::Seconds(10);
   // SIGTERM → SIGKILL grace when a child must stop.
@@ -137,7 +148,8 @@ class WorkerDaemon {
   WorkerDaemon& operator=(const WorkerDaemon&) = delete;
 
   // Runs until Stop(). Returns OK after Stop(); INVALID_ARGUMENT (naming the option) when the
-  // options are unusable, FAILED_PRECONDITION when the work directory cannot be created.
+  // options are unusable (e.g. a relative allowed root), FAILED_PRECONDITION when the work
+  // directory cannot be created.
   absl::Status Run();
 
   // Asks Run() to return: terminates a running child (kill_grace applies), cancels pending
@@ -162,7 +174,7 @@ class WorkerDaemon {
   // renewed the lease since. Returns false when registration failed.
   bool Register(uint64_t stale_epoch);
   void HeartbeatLoop();
-  // Runs `assignment` until its child exits.
+  // Runs `assignment` until its child exits (or refuses it: see "Confinement").
   void RunAttempt(const v1::Assignment& assignment);
   // Terminates the running child if it belongs to `attempt` (any attempt if null).
   void TerminateChild(const v1::JobAttempt* attempt, const std::string& why);
@@ -179,6 +191,8 @@ class WorkerDaemon {
 
   CoordinatorClient* const client_;
   const WorkerDaemonOptions options_;
+  // From options_.allowed_roots, set by Run() before the first assignment; used by Run's thread.
+  AllowedRoots allowed_roots_;
   const uint64_t incarnation_;
   Clock* const clock_;
   absl::Notification stop_;

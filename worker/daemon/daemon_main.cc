@@ -3,8 +3,13 @@
 //   ringleader-worker --coordinator=HOST:PORT [--name=NAME] [--gpu=N] [--work_dir=DIR]
 //                     [--rank_binary=PATH] [--kill_grace=5s] [--rank_args=a,b]
 //                     [--collective_host=ADDR] [--admin_listen=127.0.0.1:0]
+//                     [--allowed_roots=DIR,DIR...]
 //
 // SIGINT / SIGTERM: the running rank process (if any) is terminated, then the daemon exits 0.
+// Confinement: the paths a job spec names (checkpoint_dir, data.path, model.init_from, a command
+// job's workdir) must lie in --allowed_roots; by default the work dir and the Fashion-MNIST
+// directory the built-in jobs read (see daemon.h, job_paths.h). --allowed_roots=/ accepts every
+// absolute path.
 // Multi-host jobs: ranks listen for their peers on --collective_host, by default the local
 // address of the route to the coordinator (127.0.0.1 when the coordinator is on this host).
 #include <pthread.h>
@@ -23,7 +28,9 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/job_spec.h"
 #include "worker/coordinator_client/grpc_coordinator_client.h"
+#include "common/tls/tls_credentials.h"
 #include "worker/daemon/admin_server.h"
 #include "worker/daemon/collective_address.h"
 #include "worker/daemon/daemon.h"
@@ -46,9 +53,19 @@ ABSL_FLAG(std::string, collective_host, "",
 ABSL_FLAG(std::string, admin_listen, "127.0.0.1:0",
           "Admin port (grpc.health.v1: SERVING while registered with the coordinator; server "
           "reflection), host:port; port 0 picks a free one (logged); empty = none.");
+ABSL_FLAG(std::string, tls_dir, "",
+          "mutual TLS to the coordinator: DIR/ca.pem, DIR/worker.pem, DIR/worker.key "
+          "(deploy/certs.sh makes them), passed on to the ranks. Required unless --insecure");
+ABSL_FLAG(bool, insecure, false, "plaintext gRPC to the coordinator (no TLS)");
 ABSL_FLAG(bool, admin_port_per_gpu, false,
           "Add the --gpu index to --admin_listen's port (one unit per GPU on a host: "
           "--admin_listen=127.0.0.1:7170 gives GPU 0 port 7170, GPU 12 port 7182).");
+ABSL_FLAG(std::vector<std::string>, allowed_roots, {},
+          "Directories (absolute, comma-separated) that every path a job spec names must lie "
+          "in, after resolving symbolic links: checkpoint_dir (and what is written below it), "
+          "data.path, model.init_from, a command job's workdir. A job naming a path outside "
+          "fails without restarts. Empty = --work_dir plus /usr/share/datasets/fashion-mnist "
+          "(the built-in jobs' data set); --allowed_roots=/ accepts every absolute path.");
 ABSL_FLAG(absl::Duration, kill_grace, absl::Seconds(5),
           "Grace between SIGTERM and SIGKILL when a rank process must stop.");
 ABSL_FLAG(absl::Duration, wait_timeout, absl::Seconds(10), "Long-poll length for assignments.");
@@ -91,6 +108,15 @@ int Main(int argc, char** argv) {
                  "--coordinator=coordinator-host:7070)\n";
     return 2;
   }
+  TlsConfig tls{absl::GetFlag(FLAGS_tls_dir), "worker", absl::GetFlag(FLAGS_insecure)};
+  // Absolute: the ranks (and a command job's script) run in other directories.
+  if (!tls.dir.empty()) tls.dir = std::filesystem::absolute(tls.dir).string();
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ChannelCredentialsFor(tls);
+  if (!credentials.ok()) {
+    std::cerr << "ringleader-worker: " << credentials.status().message() << "\n";
+    return 2;
+  }
   options.host = HostName();
   options.gpu = absl::GetFlag(FLAGS_gpu);
   absl::StatusOr<std::vector<v1::Device>> devices = WorkerDevices(options.gpu);
@@ -109,6 +135,23 @@ int Main(int argc, char** argv) {
     std::error_code error;
     options.work_dir =
         (std::filesystem::temp_directory_path(error) / "ringleader-worker" / options.name).string();
+  }
+  options.allowed_roots = absl::GetFlag(FLAGS_allowed_roots);
+  if (options.allowed_roots.empty()) {
+    // Secure by default: the worker's own directory and the data set the built-in jobs read.
+    // (A relative --work_dir is taken from the current directory, as the daemon does.)
+    std::error_code error;
+    const std::filesystem::path work_dir = std::filesystem::absolute(options.work_dir, error);
+    options.allowed_roots = {error ? options.work_dir : work_dir.lexically_normal().string(),
+                             kDefaultFashionMnistPath};
+  }
+  for (const std::string& root : options.allowed_roots) {
+    if (root.empty() || root[0] != '/') {
+      std::cerr << "ringleader-worker: --allowed_roots: '" << root
+                << "' is not an absolute path (e.g. --allowed_roots=/var/lib/ringleader,"
+                   "/srv/data)\n";
+      return 2;
+    }
   }
   options.rank_binary = absl::GetFlag(FLAGS_rank_binary);
   if (options.rank_binary.empty()) options.rank_binary = DefaultRankBinary();
@@ -152,8 +195,12 @@ int Main(int argc, char** argv) {
       server->SetServing(registered);
     };
   }
+  // The ranks reach the coordinator the same way.
+  options.rank_extra_args.push_back(TlsFlagFor(tls));
+  GrpcCoordinatorClientOptions client_options;
+  client_options.credentials = *credentials;
   std::unique_ptr<GrpcCoordinatorClient> client =
-      GrpcCoordinatorClient::Create(options.coordinator_address);
+      GrpcCoordinatorClient::Create(options.coordinator_address, std::move(client_options));
   WorkerDaemon daemon(client.get(), options);
 
   // The only thread that receives SIGINT/SIGTERM (all others have them blocked).

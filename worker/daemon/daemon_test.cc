@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/daemon/daemon_test_util.h"
@@ -90,6 +91,48 @@ TEST_F(WorkerDaemonTest, AbortedChildIsReportedWithTheSignalNameAndTheDaemonCarr
   EXPECT_EQ(second.job_id(), "job-b");
   EXPECT_THAT(second.error(), HasSubstr("rank process exited with code 3"));
   EXPECT_EQ(daemon_->attempts_started(), 2);
+}
+
+// Confinement: a spec naming a path outside the allowed roots starts no child and is reported
+// as the job's error (not restartable); one inside starts as usual.
+TEST_F(WorkerDaemonTest, AnAssignmentNamingAPathOutsideTheAllowedRootsIsRefusedAsAJobError) {
+  fs::create_directories(options_.work_dir);
+  options_.work_dir = fs::canonical(options_.work_dir).string();
+  options_.allowed_roots = {options_.work_dir};
+  StartDaemon();
+  v1::Assignment outside = MakeAssignment("job-outside", "exit:0");
+  outside.mutable_spec()->mutable_data()->set_dataset("synthetic");
+  outside.mutable_spec()->set_checkpoint_dir("/etc");
+  Assign(outside);
+  const v1::FinishRankRequest refused = Finished(0);
+  EXPECT_EQ(refused.job_id(), "job-outside");
+  EXPECT_EQ(refused.generation(), 3u);
+  EXPECT_EQ(refused.rank(), 1u);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.job_error());
+  EXPECT_EQ(refused.error(),
+            absl::StrCat("checkpoint_dir: /etc is outside the worker's allowed roots (",
+                         options_.work_dir, "): set checkpoint_dir under one of them, or add a "
+                         "root with ringleader-worker --allowed_roots"));
+  EXPECT_EQ(daemon_->attempts_started(), 0);
+
+  v1::Assignment inside = MakeAssignment("job-inside", "exit:4");
+  inside.mutable_spec()->mutable_data()->set_dataset("synthetic");
+  inside.mutable_spec()->set_checkpoint_dir(options_.work_dir + "/checkpoints");
+  Assign(inside);
+  const v1::FinishRankRequest ran = Finished(1);
+  EXPECT_EQ(ran.job_id(), "job-inside");
+  EXPECT_THAT(ran.error(), HasSubstr("rank process exited with code 4"));
+  EXPECT_FALSE(ran.job_error());
+  EXPECT_EQ(daemon_->attempts_started(), 1);
+}
+
+TEST_F(WorkerDaemonTest, RejectsARelativeAllowedRoot) {
+  options_.allowed_roots = {"relative/dir"};
+  WorkerDaemon daemon(&client_, options_);
+  const absl::Status status = daemon.Run();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("'relative/dir' is not an absolute path"));
 }
 
 // The coordinator holds the rank's last words before the daemon reports its death: with no

@@ -55,6 +55,7 @@ std::vector<std::string> CommandEnvironment(const v1::Assignment& assignment,
   env["TORCHELASTIC_MAX_RESTARTS"] = absl::StrCat(spec.max_restarts());
   env["TORCHELASTIC_RUN_ID"] = assignment.job_id();
   env["RINGLEADER_COORDINATOR"] = inputs.coordinator_address;
+  if (!inputs.tls_dir.empty()) env["RINGLEADER_TLS_DIR"] = inputs.tls_dir;
   env["RINGLEADER_JOB"] = assignment.job_id();
   env["RINGLEADER_GENERATION"] = absl::StrCat(assignment.generation());
   env["RINGLEADER_RANK"] = rank;

@@ -17,6 +17,9 @@ struct CommandEnvInputs {
   std::vector<std::string> inherited;
   // RINGLEADER_COORDINATOR (host:port).
   std::string coordinator_address;
+  // RINGLEADER_TLS_DIR: the worker's --tls_dir (ca.pem, worker.pem, worker.key) the Python hook
+  // connects with; "" = plaintext (--insecure).
+  std::string tls_dir;
   // MASTER_ADDR and MASTER_PORT: rank 0's collective address and its reserved port.
   std::string master_addr;
   int master_port = 0;

@@ -103,6 +103,7 @@ RankRunResult RunCommandRank(const v1::Assignment& assignment, CoordinatorClient
   CommandEnvInputs inputs;
   inputs.inherited = options.inherited_env;
   inputs.coordinator_address = options.coordinator_address;
+  inputs.tls_dir = options.tls_dir;
   inputs.python_path = options.python_path;
   inputs.gpu = options.gpu;
   if (!spec.checkpoint_dir().empty()) {

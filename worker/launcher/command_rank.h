@@ -42,6 +42,8 @@ struct CommandRankOptions {
   std::string worker_id;
   // RINGLEADER_COORDINATOR for the script.
   std::string coordinator_address;
+  // RINGLEADER_TLS_DIR for the script ("" = plaintext).
+  std::string tls_dir;
   // MASTER_ADDR when this is rank 0 (the address peers reach this host at).
   std::string collective_host = "127.0.0.1";
   // Root of the ringleader Python package, prepended to PYTHONPATH ("" = none).

@@ -27,6 +27,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "proto/ringleader.pb.h"
+#include "common/tls/tls_credentials.h"
 #include "worker/collective/gloo_collective.h"
 #include "worker/coordinator_client/coordinator_key_value_store.h"
 #include "worker/coordinator_client/grpc_coordinator_client.h"
@@ -37,6 +38,10 @@
 
 ABSL_FLAG(std::string, assignment, "", "Path of the binary Assignment proto (required).");
 ABSL_FLAG(std::string, coordinator, "", "Coordinator address, host:port (required).");
+ABSL_FLAG(std::string, tls_dir, "",
+          "mutual TLS to the coordinator: DIR/ca.pem, DIR/worker.pem, DIR/worker.key (the "
+          "daemon passes its own); required unless --insecure");
+ABSL_FLAG(bool, insecure, false, "plaintext gRPC to the coordinator (no TLS)");
 ABSL_FLAG(std::string, worker_id, "", "Id of the worker running this rank (required).");
 ABSL_FLAG(std::string, report_marker, "",
           "File written once the coordinator has this rank's FinishRank report.");
@@ -98,6 +103,7 @@ RankRunResult RunCommandJob(const v1::Assignment& assignment, CoordinatorClient*
   CommandRankOptions options;
   options.worker_id = absl::GetFlag(FLAGS_worker_id);
   options.coordinator_address = coordinator;
+  options.tls_dir = absl::GetFlag(FLAGS_tls_dir);
   options.collective_host = absl::GetFlag(FLAGS_collective_host);
   options.python_path = PythonPackageRoot();
   options.default_workdir = attempt_dir;
@@ -131,7 +137,17 @@ int Main(int argc, char** argv) {
     }
   }
 
-  std::unique_ptr<GrpcCoordinatorClient> client = GrpcCoordinatorClient::Create(coordinator);
+  const TlsConfig tls{absl::GetFlag(FLAGS_tls_dir), "worker", absl::GetFlag(FLAGS_insecure)};
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ChannelCredentialsFor(tls);
+  if (!credentials.ok()) {
+    std::cerr << "ringleader-rank: " << credentials.status().message() << "\n";
+    return 2;
+  }
+  GrpcCoordinatorClientOptions client_options;
+  client_options.credentials = *credentials;
+  std::unique_ptr<GrpcCoordinatorClient> client =
+      GrpcCoordinatorClient::Create(coordinator, std::move(client_options));
   if (assignment.spec().command_size() > 0) {
     const RankRunResult result =
         RunCommandJob(assignment, client.get(), coordinator,

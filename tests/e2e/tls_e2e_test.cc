@@ -1,0 +1,180 @@
+// End to end, mutual TLS: the cluster (coordinator, worker daemons, ranks, CLI) speaks TLS
+// with the certificates deploy/certs.sh made; a worker daemon without a certificate, with one
+// from another CA, or with an expired one never gets in; a rotated certificate is picked up
+// without a restart; a CLI without TLS is told what to give.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/e2e/cluster.h"
+
+namespace ringleader {
+namespace e2e {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+// Long enough for a daemon with good credentials to register several times over.
+constexpr absl::Duration kRefusedFor = absl::Seconds(4);
+// A refused daemon logs its failed registration once its client's retries (about 8 s of
+// backoff) ran out.
+constexpr absl::Duration kFailureLogged = absl::Seconds(30);
+// gRPC's file watcher re-reads the certificates every 10 s (TlsConfig::refresh).
+constexpr absl::Duration kRotation = absl::Seconds(25);  // 10 s refresh + slack
+
+class TlsE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<Cluster>> started = Cluster::Start(ClusterOptions());
+    ASSERT_TRUE(started.ok()) << started.status();
+    cluster_ = std::move(*started);
+  }
+  void TearDown() override {
+    if (HasFailure() && cluster_ != nullptr) std::cerr << cluster_->LogTails(25) << std::endl;
+    extra_.clear();
+    cluster_.reset();
+  }
+
+  // Runs deploy/certs.sh with `args`.
+  void Certs(const std::string& args) {
+    const std::string command =
+        absl::StrCat(RunfilePath("deploy/certs.sh"), " ", args, " >/dev/null 2>&1");
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  }
+
+  // Starts a worker daemon named `name` with `tls_flag`; its log is `name`.log in the cluster.
+  void StartWorker(const std::string& name, const std::string& tls_flag) {
+    const fs::path dir = fs::path(cluster_->dir()) / name;
+    std::vector<std::string> argv = {RunfilePath("worker/ringleader-worker"),
+                                     "--coordinator=" + cluster_->address(),
+                                     "--name=" + name,
+                                     "--work_dir=" + dir.string(),
+                                     "--rank_binary=" + RunfilePath("worker/ringleader-rank"),
+                                     "--wait_timeout=2s",
+                                     tls_flag};
+    absl::StatusOr<std::unique_ptr<ChildProcess>> worker =
+        ChildProcess::Start(argv, (fs::path(cluster_->dir()) / (name + ".log")).string());
+    ASSERT_TRUE(worker.ok()) << worker.status();
+    extra_.push_back(std::move(*worker));
+  }
+
+  bool Registered(const std::string& name) {
+    absl::StatusOr<std::vector<v1::WorkerStatus>> workers = cluster_->ListWorkers();
+    if (!workers.ok()) return false;
+    for (const v1::WorkerStatus& worker : *workers) {
+      if (worker.name() == name) return true;
+    }
+    return false;
+  }
+
+  std::string Log(const std::string& name) {
+    std::ifstream file(fs::path(cluster_->dir()) / (name + ".log"));
+    return std::string(std::istreambuf_iterator<char>(file), {});
+  }
+
+  std::unique_ptr<Cluster> cluster_;
+  std::vector<std::unique_ptr<ChildProcess>> extra_;
+};
+
+TEST_F(TlsE2eTest, AJobRunsOverMutualTls) {
+  absl::StatusOr<std::string> id = cluster_->Submit(SmallSyntheticSpec("tls-e2e"));
+  ASSERT_TRUE(id.ok()) << id.status();
+  const JobHistory history = cluster_->WaitForEnd(*id, absl::Seconds(60));
+  ASSERT_TRUE(history.ended);
+  EXPECT_EQ(history.final.state(), v1::JOB_STATE_SUCCEEDED) << LastReason(history.final);
+  // The CLI too, with the cluster's client certificate.
+  const CliResult listed = cluster_->RunCli({"workers"}, absl::Seconds(20));
+  EXPECT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_THAT(listed.output, HasSubstr(Cluster::WorkerName(0)));
+}
+
+TEST_F(TlsE2eTest, WorkersWithoutAGoodCertificateNeverGetIn) {
+  const std::string other_ca = (fs::path(cluster_->dir()) / "other-ca").string();
+  const std::string expired = (fs::path(cluster_->dir()) / "expired").string();
+  Certs(other_ca);
+  Certs(absl::StrCat(expired, " --ca-from ", cluster_->tls_dir(), " --only worker --days -1"));
+  StartWorker("no-cert", "--insecure");
+  StartWorker("other-ca", "--tls_dir=" + other_ca);
+  StartWorker("expired", "--tls_dir=" + expired);
+  // A control: the cluster's own certificate gets a new daemon in.
+  StartWorker("good", "--tls_dir=" + cluster_->tls_dir());
+  ASSERT_TRUE(WaitUntil([&] { return Registered("good"); }, kRefusedFor, "good registers").ok());
+  const absl::Time until = absl::Now() + kRefusedFor;
+  while (absl::Now() < until) {
+    for (const char* name : {"no-cert", "other-ca", "expired"}) {
+      ASSERT_FALSE(Registered(name)) << name << " got in:\n" << Log(name);
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+  // Each says its registration failed (the handshake fails), and keeps trying.
+  for (const char* name : {"no-cert", "other-ca", "expired"}) {
+    EXPECT_TRUE(WaitUntil([&] { return Log(name).find("registration failed") != std::string::npos; },
+                          kFailureLogged, "a logged registration failure")
+                    .ok())
+        << name << ":\n" << Log(name);
+    EXPECT_FALSE(Registered(name)) << name;
+  }
+}
+
+TEST_F(TlsE2eTest, ARotatedCertificateIsPickedUpWithoutARestart) {
+  // The daemon starts with an expired certificate, then its files are replaced by good ones.
+  const std::string dir = (fs::path(cluster_->dir()) / "rotating").string();
+  Certs(absl::StrCat(dir, " --ca-from ", cluster_->tls_dir(), " --only worker --days -1"));
+  StartWorker("rotating", "--tls_dir=" + dir);
+  // It tries, and is refused, with the expired one.
+  ASSERT_TRUE(WaitUntil([&] { return Log("rotating").find("registration failed") !=
+                                     std::string::npos; },
+                        kFailureLogged, "a refused registration")
+                  .ok())
+      << Log("rotating");
+  ASSERT_FALSE(Registered("rotating")) << Log("rotating");
+  Certs(absl::StrCat(dir, " --ca-from ", cluster_->tls_dir(), " --only worker"));
+  EXPECT_TRUE(WaitUntil([&] { return Registered("rotating"); }, kRotation,
+                        "the rotated certificate gets the daemon in")
+                  .ok())
+      << Log("rotating");
+}
+
+// Runs the CLI with `flags` (no TLS flag added) and returns its exit code and output.
+CliResult RunBareCli(const Cluster& cluster, const std::string& name,
+                     const std::vector<std::string>& flags) {
+  std::vector<std::string> argv = {RunfilePath("client/ringleader"), "--coordinator",
+                                   cluster.address(), "--timeout", "3s"};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.push_back("workers");
+  const std::string log = (fs::path(cluster.dir()) / (name + ".out")).string();
+  CliResult result;
+  absl::StatusOr<std::unique_ptr<ChildProcess>> cli = ChildProcess::Start(argv, log);
+  if (!cli.ok()) return result;
+  const ExitInfo exit = (*cli)->Wait();
+  result.exit_code = exit.signaled ? -exit.signal : exit.exit_code;
+  std::ifstream file(log);
+  result.output.assign(std::istreambuf_iterator<char>(file), {});
+  return result;
+}
+
+TEST_F(TlsE2eTest, ACliWithoutTlsIsToldWhatToGive) {
+  // No --tls_dir and no RINGLEADER_TLS_DIR (the test's environment has none): a usage error
+  // naming the fix.
+  const CliResult bare = RunBareCli(*cluster_, "cli-no-tls", {});
+  EXPECT_EQ(bare.exit_code, 2) << bare.output;
+  EXPECT_THAT(bare.output, HasSubstr("--tls_dir"));
+  EXPECT_THAT(bare.output, HasSubstr("deploy/certs.sh"));
+  // Plaintext against the TLS coordinator: nothing is served (unreachable, exit 3).
+  const CliResult plain = RunBareCli(*cluster_, "cli-plain", {"--insecure"});
+  EXPECT_EQ(plain.exit_code, 3) << plain.output;
+}
+
+}  // namespace
+}  // namespace e2e
+}  // namespace ringleader
