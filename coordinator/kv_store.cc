@@ -113,12 +113,14 @@ void AttemptKvStore::GetMany(const AttemptId& attempt, std::vector<std::string> 
 
 void AttemptKvStore::ExpireWaiters(absl::Time now, DeferredCallbacks* deferred) {
   for (auto& [attempt, entry] : attempts_) {
-    KeepIf(&entry.waiters, [&](Waiter& waiter) {
+    // A structured binding is captured through an init-capture: C++17 (and clang before 16)
+    // does not let a lambda capture one directly.
+    KeepIf(&entry.waiters, [&, &attempt = attempt](Waiter& waiter) {
       if (waiter.deadline > now) return true;
       Complete(std::move(waiter.done), KeyDeadlineExceeded(attempt, waiter.key), deferred);
       return false;
     });
-    KeepIf(&entry.many_waiters, [&](ManyWaiter& waiter) {
+    KeepIf(&entry.many_waiters, [&, &attempt = attempt](ManyWaiter& waiter) {
       if (waiter.deadline > now) return true;
       CompleteMany(std::move(waiter.done),
                    KeyDeadlineExceeded(attempt, waiter.keys[waiter.missing]), deferred);

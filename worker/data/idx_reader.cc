@@ -44,9 +44,11 @@ absl::StatusOr<GzFile> Open(const std::string& path) {
   return GzFile(f);
 }
 
-// Reads exactly `n` bytes; `what` says which part of the file for the error message.
+// Reads exactly `n` bytes; `what` says which part of the file for the error message, and
+// `offset` / `total` which bytes of that part these are (0 / n: all of it).
 absl::Status ReadExactly(gzFile f, const std::string& path, void* out, size_t n,
-                         const char* what) {
+                         const char* what, size_t offset = 0, size_t total = 0) {
+  if (total == 0) total = n;
   auto* dst = static_cast<unsigned char*>(out);
   size_t done = 0;
   while (done < n) {
@@ -62,11 +64,28 @@ absl::Status ReadExactly(gzFile f, const std::string& path, void* out, size_t n,
     if (got == 0) {
       int zerr = 0;
       const char* msg = gzerror(f, &zerr);
-      return absl::DataLossError(absl::StrCat(path, ": truncated: expected ", n, " bytes of ",
-                                              what, ", got ", done,
+      return absl::DataLossError(absl::StrCat(path, ": truncated: expected ", total, " bytes of ",
+                                              what, ", got ", offset + done,
                                               zerr != Z_OK ? absl::StrCat(" (", msg, ")") : ""));
     }
     done += static_cast<size_t>(got);
+  }
+  return absl::OkStatus();
+}
+
+// Reads exactly `n` bytes into `out`, growing it as they arrive (1 MiB, then doubling), so that
+// a header claiming more data than the file holds fails as truncated without first allocating
+// all it claims (up to kMaxElements bytes for a file of a few bytes).
+absl::Status ReadInto(gzFile f, const std::string& path, size_t n, std::vector<uint8_t>* out,
+                      const char* what) {
+  constexpr size_t kFirstChunk = size_t{1} << 20;
+  out->clear();
+  while (out->size() < n) {
+    const size_t done = out->size();
+    const size_t next = std::min(n, std::max(kFirstChunk, 2 * done));
+    out->reserve(next);  // exactly: a plain resize may round the capacity up to twice the size
+    out->resize(next);
+    RETURN_IF_ERROR(ReadExactly(f, path, out->data() + done, out->size() - done, what, done, n));
   }
   return absl::OkStatus();
 }
@@ -118,9 +137,8 @@ absl::StatusOr<IdxImages> ReadIdxImages(const std::string& path, size_t max_item
     return absl::InvalidArgumentError(absl::StrCat(path, ": image size ", images.rows, "x",
                                                    images.cols, " in the header is empty"));
   }
-  images.pixels.resize(images.count * images.rows * images.cols);
-  RETURN_IF_ERROR(ReadExactly(f.get(), path, images.pixels.data(), images.pixels.size(),
-                              "pixel data"));
+  RETURN_IF_ERROR(ReadInto(f.get(), path, images.count * images.rows * images.cols,
+                           &images.pixels, "pixel data"));
   return images;
 }
 
@@ -130,8 +148,8 @@ absl::StatusOr<std::vector<uint8_t>> ReadIdxLabels(const std::string& path, size
                    ReadHeader(f.get(), path, kLabelsMagic, "ubyte labels, 1 dimension"));
   size_t count = sizes[0];
   if (max_items != 0 && max_items < count) count = max_items;
-  std::vector<uint8_t> labels(count);
-  RETURN_IF_ERROR(ReadExactly(f.get(), path, labels.data(), labels.size(), "label data"));
+  std::vector<uint8_t> labels;
+  RETURN_IF_ERROR(ReadInto(f.get(), path, count, &labels, "label data"));
   return labels;
 }
 
