@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "client/arg_parser.h"
 
 namespace ringleader {
@@ -22,6 +23,8 @@ const std::vector<FlagSpec>& GlobalFlags() {
       {"tls_dir", "DIR",
        "mutual TLS: DIR/ca.pem, DIR/client.pem, DIR/client.key (default $RINGLEADER_TLS_DIR)"},
       {"insecure", "", "plaintext gRPC (a coordinator started with --insecure)"},
+      {"token_file", "FILE",
+       "the bearer token of a coordinator with --tokens_file (default $RINGLEADER_TOKEN)"},
   };
   return *flags;
 }
@@ -338,6 +341,24 @@ int RunCli(const std::vector<std::string>& args, const CommandEnvironment& base_
                 "client.pem and client.key (deploy/certs.sh DIR makes them; or set "
                 "RINGLEADER_TLS_DIR), or --insecure for a coordinator started with --insecure\n";
     return kExitUsage;
+  }
+  connect_options.token = env.default_token;
+  if (line->Has("token_file")) {
+    if (!env.read_file) {
+      *env.err << "error: --token_file: cannot read files here\n";
+      return kExitUsage;
+    }
+    absl::StatusOr<std::string> token = env.read_file(line->Value("token_file"));
+    if (!token.ok()) {
+      *env.err << "error: --token_file: cannot read " << line->Value("token_file") << ": "
+               << token.status().message() << "\n";
+      return kExitUsage;
+    }
+    connect_options.token = std::string(absl::StripAsciiWhitespace(*token));
+    if (connect_options.token.empty()) {
+      *env.err << "error: --token_file: " << line->Value("token_file") << " is empty\n";
+      return kExitUsage;
+    }
   }
   std::unique_ptr<JobClient> client = connect(connect_options);
   if (client == nullptr) return kExitUsage;  // the factory said why (unreadable TLS files)

@@ -28,6 +28,8 @@ struct ConnectOptions {
   // --tls_dir (ca.pem, client.pem, client.key; default $RINGLEADER_TLS_DIR) or --insecure.
   std::string tls_dir;
   bool insecure = false;
+  // --token_file's contents (default $RINGLEADER_TOKEN), trimmed; "" = none.
+  std::string token;
 };
 
 // Makes the client for the coordinator.

@@ -244,5 +244,25 @@ TEST_F(CliTest, TlsComesFromTlsDirOrItsDefaultAndInsecureIsExplicit) {
   EXPECT_EQ(connects_, connects);  // refused before connecting
 }
 
+TEST_F(CliTest, TheTokenComesFromTokenFileOrItsDefault) {
+  EXPECT_CALL(client_, List()).WillRepeatedly(Return(v1::ListJobsResponse()));
+  env_.default_token = "from-the-environment-0123";
+  EXPECT_EQ(Run({"list"}), kExitOk);
+  EXPECT_EQ(connect_options_.token, "from-the-environment-0123");
+  env_.read_file = [](const std::string& path) -> absl::StatusOr<std::string> {
+    if (path == "tok") return std::string("  from-the-file-0123456789\n");
+    if (path == "empty") return std::string("\n");
+    return absl::NotFoundError("no such file");
+  };
+  EXPECT_EQ(Run({"--token_file", "tok", "list"}), kExitOk);
+  EXPECT_EQ(connect_options_.token, "from-the-file-0123456789");
+  const int connects = connects_;
+  EXPECT_EQ(Run({"--token_file", "missing", "list"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--token_file: cannot read missing"));
+  EXPECT_EQ(Run({"--token_file", "empty", "list"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("--token_file: empty is empty"));
+  EXPECT_EQ(connects_, connects);
+}
+
 }  // namespace
 }  // namespace ringleader

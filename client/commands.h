@@ -42,6 +42,8 @@ struct CommandEnvironment {
   std::string coordinator_address;
   // --tls_dir when the flag is not given ($RINGLEADER_TLS_DIR; main fills it).
   std::string default_tls_dir;
+  // The bearer token when --token_file is not given ($RINGLEADER_TOKEN; main fills it).
+  std::string default_token;
   // --output json (or --json): commands print the API's messages in protobuf's JSON mapping
   // (proto field names) instead of text; streams (watch, logs) one message per line.
   bool json = false;

@@ -71,6 +71,7 @@ class GrpcJobClient : public JobClient {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +
                          absl::ToChronoMilliseconds(options_.call_timeout + extra));
+    if (!options_.token.empty()) context.AddMetadata("authorization", "Bearer " + options_.token);
     Response response;
     grpc::Status status = (stub_.get()->*method)(&context, request, &response);
     if (!status.ok()) return FromGrpcStatus(status);

@@ -22,8 +22,11 @@ namespace ringleader {
 struct GrpcJobClientOptions {
   // Deadline of every call; WatchJob gets its wait on top.
   absl::Duration call_timeout = absl::Seconds(10);
-  // Transport security. Null = insecure (plain TCP), today's default.
+  // Transport security (common/tls/tls_credentials.h). Null = insecure (plain TCP).
   std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // Sent as "authorization: Bearer TOKEN" with every call ("" = none): the coordinator's
+  // --tokens_file decides who may submit, cancel and read.
+  std::string token;
 };
 
 // A client of the coordinator at `address` ("host:port").

@@ -39,6 +39,9 @@ int main(int argc, char** argv) {
   if (const char* tls_dir = std::getenv("RINGLEADER_TLS_DIR"); tls_dir != nullptr) {
     env.default_tls_dir = tls_dir;
   }
+  if (const char* token = std::getenv("RINGLEADER_TOKEN"); token != nullptr) {
+    env.default_token = token;
+  }
   ringleader::JobClientFactory connect =
       [](const ringleader::ConnectOptions& connect) -> std::unique_ptr<ringleader::JobClient> {
     ringleader::GrpcJobClientOptions options;
@@ -50,6 +53,7 @@ int main(int argc, char** argv) {
       return nullptr;
     }
     options.credentials = *credentials;
+    options.token = connect.token;
     return ringleader::NewGrpcJobClient(connect.address, options);
   };
   return ringleader::RunCli(std::vector<std::string>(argv + 1, argv + argc), env, connect);

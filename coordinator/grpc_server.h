@@ -25,12 +25,13 @@ inline constexpr char kJobServiceName[] = "ringleader.v1.JobService";
 
 class CoordinatorServer {
  public:
-  // Starts serving on `listen` ("host:port"; port 0 picks a free port). Credentials are
-  // injected (insecure today; TLS is on the roadmap).
+  // Starts serving on `listen` ("host:port"; port 0 picks a free port) with `credentials`
+  // (mutual TLS or insecure: common/tls/tls_credentials.h).
   // Errors: INVALID_ARGUMENT (`listen` is not host:port), UNAVAILABLE (could not bind).
+  // `tokens` (not owned; nullptr = none needed): who may call the JobService.
   static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(
       const std::string& listen, std::shared_ptr<grpc::ServerCredentials> credentials,
-      RpcHandler* handler);
+      RpcHandler* handler, const TokenStore* tokens = nullptr);
 
   ~CoordinatorServer();  // Shutdown(a past deadline) unless already done
 
@@ -44,8 +45,8 @@ class CoordinatorServer {
   void Shutdown(absl::Time deadline);
 
  private:
-  explicit CoordinatorServer(RpcHandler* handler)
-      : worker_service_(handler), job_service_(handler) {}
+  CoordinatorServer(RpcHandler* handler, const TokenStore* tokens)
+      : worker_service_(handler), job_service_(handler, tokens) {}
 
   GrpcWorkerService worker_service_;
   GrpcJobService job_service_;

@@ -86,27 +86,53 @@ grpc::ServerUnaryReactor* GrpcWorkerService::AppendLogs(grpc::CallbackServerCont
   return FinishNow(context, handler_->AppendLogs(*request, response));
 }
 
+absl::Status GrpcJobService::Authorize(grpc::CallbackServerContext* context,
+                                       TokenStore::Access access, absl::string_view method) const {
+  if (tokens_ == nullptr) return absl::OkStatus();
+  absl::string_view authorization;
+  const auto& metadata = context->client_metadata();
+  if (auto it = metadata.find("authorization"); it != metadata.end()) {
+    authorization = absl::string_view(it->second.data(), it->second.size());
+  }
+  absl::StatusOr<std::string> caller = tokens_->Check(authorization, access, method);
+  if (caller.ok()) return absl::OkStatus();
+  handler_->CountRefused(method, caller.status());
+  return caller.status();
+}
+
 grpc::ServerUnaryReactor* GrpcJobService::SubmitJob(grpc::CallbackServerContext* context,
                                                     const v1::SubmitJobRequest* request,
                                                     v1::SubmitJobResponse* response) {
+  if (absl::Status allowed = Authorize(context, TokenStore::Access::kWrite, "SubmitJob"); !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   return FinishNow(context, handler_->SubmitJob(*request, response));
 }
 
 grpc::ServerUnaryReactor* GrpcJobService::GetJob(grpc::CallbackServerContext* context,
                                                  const v1::GetJobRequest* request,
                                                  v1::GetJobResponse* response) {
+  if (absl::Status allowed = Authorize(context, TokenStore::Access::kRead, "GetJob"); !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   return FinishNow(context, handler_->GetJob(*request, response));
 }
 
 grpc::ServerUnaryReactor* GrpcJobService::GetJobMetrics(grpc::CallbackServerContext* context,
                                                         const v1::GetJobMetricsRequest* request,
                                                         v1::GetJobMetricsResponse* response) {
+  if (absl::Status allowed = Authorize(context, TokenStore::Access::kRead, "GetJobMetrics"); !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   return FinishNow(context, handler_->GetJobMetrics(*request, response));
 }
 
 grpc::ServerUnaryReactor* GrpcJobService::WatchJob(grpc::CallbackServerContext* context,
                                                    const v1::WatchJobRequest* request,
                                                    v1::WatchJobResponse* response) {
+  if (absl::Status allowed = Authorize(context, TokenStore::Access::kRead, "WatchJob"); !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   handler_->WatchJob(*request, response, FinishLater(reactor));
   return reactor;
@@ -115,24 +141,36 @@ grpc::ServerUnaryReactor* GrpcJobService::WatchJob(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* GrpcJobService::ListJobs(grpc::CallbackServerContext* context,
                                                    const v1::ListJobsRequest* request,
                                                    v1::ListJobsResponse* response) {
+  if (absl::Status allowed = Authorize(context, TokenStore::Access::kRead, "ListJobs"); !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   return FinishNow(context, handler_->ListJobs(*request, response));
 }
 
 grpc::ServerUnaryReactor* GrpcJobService::ListWorkers(grpc::CallbackServerContext* context,
                                                       const v1::ListWorkersRequest* request,
                                                       v1::ListWorkersResponse* response) {
+  if (absl::Status allowed = Authorize(context, TokenStore::Access::kRead, "ListWorkers"); !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   return FinishNow(context, handler_->ListWorkers(*request, response));
 }
 
 grpc::ServerUnaryReactor* GrpcJobService::CancelJob(grpc::CallbackServerContext* context,
                                                     const v1::CancelJobRequest* request,
                                                     v1::CancelJobResponse* response) {
+  if (absl::Status allowed = Authorize(context, TokenStore::Access::kWrite, "CancelJob"); !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   return FinishNow(context, handler_->CancelJob(*request, response));
 }
 
 grpc::ServerUnaryReactor* GrpcJobService::GetLogs(grpc::CallbackServerContext* context,
                                                   const v1::GetLogsRequest* request,
                                                   v1::GetLogsResponse* response) {
+  if (absl::Status allowed = Authorize(context, TokenStore::Access::kRead, "GetLogs"); !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   handler_->GetLogs(*request, response, FinishLater(reactor));
   return reactor;

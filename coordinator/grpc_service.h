@@ -9,6 +9,7 @@
 #define RINGLEADER_COORDINATOR_GRPC_SERVICE_H_
 
 #include "coordinator/rpc_handler.h"
+#include "coordinator/token_store.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/ringleader.grpc.pb.h"
 
@@ -54,10 +55,14 @@ class GrpcWorkerService final : public v1::WorkerService::CallbackService {
   RpcHandler* const handler_;
 };
 
-// Thread-safe. Does not own `handler`.
+// Thread-safe. Does not own `handler` or `tokens`. With `tokens` (--tokens_file) every call
+// must carry a token the store accepts (token_store.h: SubmitJob and CancelJob always, reads
+// unless anonymous reads are allowed); a refusal answers UNAUTHENTICATED and is counted in the
+// handler's RPC statistics under its method and code. nullptr = no token needed.
 class GrpcJobService final : public v1::JobService::CallbackService {
  public:
-  explicit GrpcJobService(RpcHandler* handler) : handler_(handler) {}
+  explicit GrpcJobService(RpcHandler* handler, const TokenStore* tokens = nullptr)
+      : handler_(handler), tokens_(tokens) {}
 
   grpc::ServerUnaryReactor* SubmitJob(grpc::CallbackServerContext* context,
                                       const v1::SubmitJobRequest* request,
@@ -85,7 +90,12 @@ class GrpcJobService final : public v1::JobService::CallbackService {
                                     v1::GetLogsResponse* response) override;
 
  private:
+  // OK when the call may go on; else the refusal (already counted).
+  absl::Status Authorize(grpc::CallbackServerContext* context, TokenStore::Access access,
+                         absl::string_view method) const;
+
   RpcHandler* const handler_;
+  const TokenStore* const tokens_;
 };
 
 }  // namespace ringleader

@@ -36,6 +36,7 @@
 #include "coordinator/prometheus_text.h"
 #include "coordinator/rpc_handler.h"
 #include "coordinator/rpc_stats.h"
+#include "coordinator/token_store.h"
 #include "coordinator/sqlite_job_store.h"
 #include "common/tls/tls_credentials.h"
 #include "grpcpp/security/server_credentials.h"
@@ -47,6 +48,13 @@ ABSL_FLAG(std::string, tls_dir, "",
           "makes them); every client must present a certificate signed by ca.pem. Required "
           "unless --insecure");
 ABSL_FLAG(bool, insecure, false, "plaintext gRPC (no TLS): for a single trusted host only");
+ABSL_FLAG(std::string, tokens_file, "",
+          "bearer tokens of the JobService, 'NAME TOKEN' per line (re-read on SIGHUP): every "
+          "JobService call must carry one (the CLI's --token_file or RINGLEADER_TOKEN). Empty = "
+          "any client with a certificate of the cluster may submit and cancel");
+ABSL_FLAG(bool, anonymous_reads, false,
+          "with --tokens_file: read-only JobService calls (status, list, watch, logs, metrics) "
+          "need no token");
 ABSL_FLAG(absl::Duration, heartbeat_interval, absl::Seconds(2),
           "how often workers are told to send a heartbeat");
 ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(10),
@@ -172,7 +180,27 @@ int Run() {
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGHUP);  // re-reads --tokens_file
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  std::unique_ptr<TokenStore> tokens;
+  if (const std::string path = absl::GetFlag(FLAGS_tokens_file); !path.empty()) {
+    absl::StatusOr<std::unique_ptr<TokenStore>> loaded =
+        TokenStore::Load(path, absl::GetFlag(FLAGS_anonymous_reads));
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "ringleader-coordinator: %s\n",
+                   std::string(loaded.status().message()).c_str());
+      return 2;
+    }
+    tokens = std::move(*loaded);
+    Log(absl::Now(), absl::StrCat("JobService: ", tokens->size(), " token(s) from ", path,
+                                  absl::GetFlag(FLAGS_anonymous_reads)
+                                      ? " (reads need none)"
+                                      : " (every call needs one)"));
+  } else {
+    Log(absl::Now(), "JobService: no --tokens_file: any client the TLS layer lets in may "
+                     "submit and cancel");
+  }
 
   InMemoryJobStore memory_store;
   std::unique_ptr<SqliteJobStore> durable_store;
@@ -202,7 +230,7 @@ int Run() {
   RpcStats rpc_stats;
   RpcHandler handler(&coordinator, &rpc_stats);
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Start(
-      absl::GetFlag(FLAGS_listen), *credentials, &handler);
+      absl::GetFlag(FLAGS_listen), *credentials, &handler, tokens.get());
   if (!server.ok()) {
     std::fprintf(stderr, "ringleader-coordinator: %s\n", server.status().ToString().c_str());
     return 1;
@@ -252,7 +280,17 @@ int Run() {
   });
 
   int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  while (sigwait(&stop_signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    if (tokens == nullptr) {
+      Log(absl::Now(), "received SIGHUP: no --tokens_file to re-read");
+      continue;
+    }
+    const absl::Status reloaded = tokens->Reload();
+    Log(absl::Now(), reloaded.ok() ? absl::StrCat("received SIGHUP: ", tokens->size(),
+                                                  " token(s) re-read")
+                                   : absl::StrCat("received SIGHUP: ", reloaded.message(),
+                                                  "; the tokens in use stay"));
+  }
   Log(absl::Now(), absl::StrCat("received ", strsignal(signal_number), ": shutting down"));
   stop_ticker.Notify();
   ticker.join();

@@ -30,6 +30,10 @@ absl::Time RpcHandler::Deadline(uint32_t wait_timeout_ms) const {
   return coordinator_->clock()->Now() + absl::Milliseconds(wait_timeout_ms);
 }
 
+void RpcHandler::CountRefused(absl::string_view method, const absl::Status& refusal) {
+  if (stats_ != nullptr) stats_->Record(method, refusal.code(), absl::ZeroDuration());
+}
+
 template <typename Body>
 absl::Status RpcHandler::Measured(absl::string_view method, Body body) {
   if (stats_ == nullptr) return body();

@@ -34,6 +34,10 @@ class RpcHandler {
   explicit RpcHandler(Coordinator* coordinator, RpcStats* stats = nullptr)
       : coordinator_(coordinator), stats_(stats) {}
 
+  // Counts a call the edge refused before it reached the coordinator (no or a wrong token) under
+  // `method` and its code, with no latency.
+  void CountRefused(absl::string_view method, const absl::Status& refusal);
+
   // WorkerService.
   absl::Status RegisterWorker(const v1::RegisterWorkerRequest& request,
                               v1::RegisterWorkerResponse* response);

@@ -218,6 +218,10 @@ std::string Cluster::TlsFlag() const {
   return options_.insecure ? "--insecure" : "--tls_dir=" + tls_dir();
 }
 
+void Cluster::AddToken(grpc::ClientContext* context) const {
+  if (!options_.token.empty()) context->AddMetadata("authorization", "Bearer " + options_.token);
+}
+
 absl::Status Cluster::StartProcesses(const ClusterOptions& options) {
   options_ = options;
   const absl::Time deadline = absl::Now() + options.start_timeout;
@@ -322,6 +326,7 @@ absl::Status Cluster::RestartWorker(int i) {
 
 absl::StatusOr<std::vector<v1::WorkerStatus>> Cluster::ListWorkers() {
   grpc::ClientContext context;
+  AddToken(&context);
   context.set_deadline(DeadlineIn(kRpcTimeout));
   v1::ListWorkersResponse response;
   grpc::Status status = jobs_->ListWorkers(&context, v1::ListWorkersRequest(), &response);
@@ -331,6 +336,7 @@ absl::StatusOr<std::vector<v1::WorkerStatus>> Cluster::ListWorkers() {
 
 absl::StatusOr<std::string> Cluster::Submit(const v1::JobSpec& spec) {
   grpc::ClientContext context;
+  AddToken(&context);
   context.set_deadline(DeadlineIn(kRpcTimeout));
   v1::SubmitJobRequest request;
   *request.mutable_spec() = spec;
@@ -342,6 +348,7 @@ absl::StatusOr<std::string> Cluster::Submit(const v1::JobSpec& spec) {
 
 absl::StatusOr<v1::JobStatus> Cluster::GetJob(const std::string& job_id) {
   grpc::ClientContext context;
+  AddToken(&context);
   context.set_deadline(DeadlineIn(kRpcTimeout));
   v1::GetJobRequest request;
   request.set_job_id(job_id);
@@ -353,6 +360,7 @@ absl::StatusOr<v1::JobStatus> Cluster::GetJob(const std::string& job_id) {
 
 absl::StatusOr<v1::GetJobMetricsResponse> Cluster::GetMetrics(const std::string& job_id) {
   grpc::ClientContext context;
+  AddToken(&context);
   context.set_deadline(DeadlineIn(kRpcTimeout));
   v1::GetJobMetricsRequest request;
   request.set_job_id(job_id);
@@ -368,6 +376,7 @@ absl::Status Cluster::WaitForState(const std::string& job_id, v1::JobState state
   v1::JobState seen = v1::JOB_STATE_UNSPECIFIED;
   while (absl::Now() < deadline) {
     grpc::ClientContext context;
+    AddToken(&context);
     context.set_deadline(DeadlineIn(kRpcTimeout));
     v1::GetJobRequest request;
     request.set_job_id(job_id);
@@ -392,6 +401,7 @@ JobHistory Cluster::WaitForEnd(const std::string& job_id, absl::Duration timeout
   while (absl::Now() < deadline) {
     const absl::Duration wait = std::min(absl::Seconds(2), deadline - absl::Now());
     grpc::ClientContext context;
+    AddToken(&context);
     context.set_deadline(DeadlineIn(wait + kRpcTimeout));
     v1::WatchJobRequest request;
     request.set_job_id(job_id);
@@ -426,6 +436,7 @@ absl::Status Cluster::WaitForIdleWorkers(int n, absl::Duration timeout) {
   std::string last;
   while (true) {
     grpc::ClientContext context;
+    AddToken(&context);
     context.set_deadline(DeadlineIn(kRpcTimeout));
     v1::ListWorkersResponse response;
     grpc::Status status = jobs_->ListWorkers(&context, v1::ListWorkersRequest(), &response);

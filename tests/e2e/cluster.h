@@ -47,6 +47,9 @@ struct ClusterOptions {
   // Plaintext gRPC (--insecure everywhere) instead of the default mutual TLS with certificates
   // deploy/certs.sh makes in the cluster's directory (tls_dir()).
   bool insecure = false;
+  // The bearer token the cluster's own JobService calls carry (a coordinator started with
+  // --tokens_file in coordinator_flags needs one); "" = none. RunCli does not add it.
+  std::string token;
 };
 
 // The --allowed_roots every worker daemon of a Cluster gets before `worker_flags` (a later
@@ -142,6 +145,8 @@ class Cluster {
  private:
   Cluster() = default;
   absl::Status StartProcesses(const ClusterOptions& options);
+  // Adds options_.token to a call of the cluster's own client.
+  void AddToken(grpc::ClientContext* context) const;
 
   std::string dir_;
   absl::Status StartCoordinator(const std::string& listen, absl::Time deadline);

@@ -175,6 +175,45 @@ TEST_F(TlsE2eTest, ACliWithoutTlsIsToldWhatToGive) {
   EXPECT_EQ(plain.exit_code, 3) << plain.output;
 }
 
+// Bearer tokens: a coordinator with --tokens_file lets only a known token submit, cancel or
+// read (no --anonymous_reads); the worker daemons (certificates only) are unaffected.
+TEST(TokenE2eTest, OnlyAKnownTokenSubmitsCancelsAndReads) {
+  const std::string tmp = std::getenv("TEST_TMPDIR");
+  const std::string tokens = tmp + "/tokens";
+  constexpr char kToken[] = "e2e-token-0123456789abcdef";
+  std::ofstream(tokens) << "alice " << kToken << "\n";
+  std::ofstream(tmp + "/alice.token") << kToken << "\n";
+  std::ofstream(tmp + "/mallory.token") << "e2e-token-not-the-right-one" << "\n";
+  ClusterOptions options;
+  options.coordinator_flags = {"--tokens_file=" + tokens};
+  options.token = kToken;  // the harness's own calls (waiting for workers)
+  absl::StatusOr<std::unique_ptr<Cluster>> started = Cluster::Start(options);
+  ASSERT_TRUE(started.ok()) << started.status();
+  Cluster& cluster = **started;
+  const std::string alice = "--token_file=" + tmp + "/alice.token";
+  const std::string mallory = "--token_file=" + tmp + "/mallory.token";
+
+  const CliResult anonymous = cluster.RunCli({"submit", "--max_steps", "5"}, absl::Seconds(20));
+  EXPECT_EQ(anonymous.exit_code, 1) << anonymous.output;
+  EXPECT_THAT(anonymous.output, HasSubstr("SubmitJob needs a bearer token"));
+  const CliResult wrong = cluster.RunCli({mallory, "list"}, absl::Seconds(20));
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
+  EXPECT_THAT(wrong.output, HasSubstr("unknown token"));
+
+  const CliResult submitted =
+      cluster.RunCli({alice, "--output", "json", "submit", "--epochs", "1000"}, absl::Seconds(20));
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.output;
+  const size_t at = submitted.output.find("job-");
+  ASSERT_NE(at, std::string::npos) << submitted.output;
+  const std::string job = submitted.output.substr(at, 10);
+  const CliResult cancel_anonymous = cluster.RunCli({"cancel", job}, absl::Seconds(20));
+  EXPECT_EQ(cancel_anonymous.exit_code, 1) << cancel_anonymous.output;
+  EXPECT_THAT(cancel_anonymous.output, HasSubstr("CancelJob needs a bearer token"));
+  const CliResult cancelled = cluster.RunCli({alice, "cancel", job}, absl::Seconds(20));
+  EXPECT_EQ(cancelled.exit_code, 0) << cancelled.output;
+  EXPECT_TRUE(cluster.WaitForState(job, v1::JOB_STATE_CANCELLED, absl::Seconds(30)).ok());
+}
+
 }  // namespace
 }  // namespace e2e
 }  // namespace ringleader
