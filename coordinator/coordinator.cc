@@ -265,6 +265,10 @@ void Coordinator::AssignLocked(JobRecord* job, const std::vector<WorkerRecord*>&
     assignment.set_local_world_size(placements[r].local_world_size);
     assignment.set_group_rank(placements[r].group_rank);
     assignment.set_group_world_size(placements[r].group_world_size);
+    if (options_.attempt_tokens != nullptr) {
+      assignment.set_attempt_token(
+          options_.attempt_tokens->For(status.job_id(), status.generation()));
+    }
     worker->undelivered = std::move(assignment);
     DeliverLocked(worker, deferred);
   }

@@ -11,7 +11,7 @@ namespace ringleader {
 
 absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
     const std::string& listen, std::shared_ptr<grpc::ServerCredentials> credentials,
-    RpcHandler* handler, const TokenStore* tokens) {
+    RpcHandler* handler, const TokenStore* tokens, const AttemptTokens* attempt_tokens) {
   const size_t colon = listen.rfind(':');
   int requested_port = 0;
   if (colon == std::string::npos || colon == 0 ||
@@ -21,7 +21,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
         "listen address \"", listen, "\" is not host:port (e.g. 127.0.0.1:7070; port 0 picks "
         "a free port)"));
   }
-  std::unique_ptr<CoordinatorServer> server(new CoordinatorServer(handler, tokens));
+  std::unique_ptr<CoordinatorServer> server(new CoordinatorServer(handler, tokens, attempt_tokens));
   // grpc.health.v1 (per service, "" for the whole server) and server reflection, so generic
   // clients (grpcurl, grpc_health_probe, load balancers) can probe and call the services.
   grpc::EnableDefaultHealthCheckService(true);

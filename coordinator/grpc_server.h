@@ -29,9 +29,11 @@ class CoordinatorServer {
   // (mutual TLS or insecure: common/tls/tls_credentials.h).
   // Errors: INVALID_ARGUMENT (`listen` is not host:port), UNAVAILABLE (could not bind).
   // `tokens` (not owned; nullptr = none needed): who may call the JobService.
+  // `attempt_tokens` (not owned; nullptr = none checked): the ranks' per-attempt credentials.
   static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(
       const std::string& listen, std::shared_ptr<grpc::ServerCredentials> credentials,
-      RpcHandler* handler, const TokenStore* tokens = nullptr);
+      RpcHandler* handler, const TokenStore* tokens = nullptr,
+      const AttemptTokens* attempt_tokens = nullptr);
 
   ~CoordinatorServer();  // Shutdown(a past deadline) unless already done
 
@@ -45,8 +47,9 @@ class CoordinatorServer {
   void Shutdown(absl::Time deadline);
 
  private:
-  CoordinatorServer(RpcHandler* handler, const TokenStore* tokens)
-      : worker_service_(handler), job_service_(handler, tokens) {}
+  CoordinatorServer(RpcHandler* handler, const TokenStore* tokens,
+                    const AttemptTokens* attempt_tokens)
+      : worker_service_(handler, attempt_tokens), job_service_(handler, tokens) {}
 
   GrpcWorkerService worker_service_;
   GrpcJobService job_service_;

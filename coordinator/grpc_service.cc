@@ -40,21 +40,50 @@ grpc::ServerUnaryReactor* GrpcWorkerService::WaitAssignment(
   return reactor;
 }
 
+absl::Status GrpcWorkerService::AuthorizeAttempt(grpc::CallbackServerContext* context,
+                                                 absl::string_view job, uint64_t generation,
+                                                 absl::string_view method) const {
+  if (attempt_tokens_ == nullptr) return absl::OkStatus();
+  absl::string_view presented;
+  const auto& metadata = context->client_metadata();
+  if (auto it = metadata.find(kAttemptTokenMetadata); it != metadata.end()) {
+    presented = absl::string_view(it->second.data(), it->second.size());
+  }
+  absl::Status allowed = attempt_tokens_->Check(job, generation, presented, method);
+  if (!allowed.ok()) handler_->CountRefused(method, allowed);
+  return allowed;
+}
+
 grpc::ServerUnaryReactor* GrpcWorkerService::JoinJob(grpc::CallbackServerContext* context,
                                                      const v1::JoinJobRequest* request,
                                                      v1::JoinJobResponse* response) {
+  if (absl::Status allowed =
+          AuthorizeAttempt(context, request->job_id(), request->generation(), "JoinJob");
+      !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   return FinishNow(context, handler_->JoinJob(*request, response));
 }
 
 grpc::ServerUnaryReactor* GrpcWorkerService::KvSet(grpc::CallbackServerContext* context,
                                                    const v1::KvSetRequest* request,
                                                    v1::KvSetResponse* response) {
+  if (absl::Status allowed =
+          AuthorizeAttempt(context, request->job_id(), request->generation(), "KvSet");
+      !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   return FinishNow(context, handler_->KvSet(*request, response));
 }
 
 grpc::ServerUnaryReactor* GrpcWorkerService::KvGet(grpc::CallbackServerContext* context,
                                                    const v1::KvGetRequest* request,
                                                    v1::KvGetResponse* response) {
+  if (absl::Status allowed =
+          AuthorizeAttempt(context, request->job_id(), request->generation(), "KvGet");
+      !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   handler_->KvGet(*request, response, FinishLater(reactor));
   return reactor;
@@ -63,6 +92,11 @@ grpc::ServerUnaryReactor* GrpcWorkerService::KvGet(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* GrpcWorkerService::KvGetMany(grpc::CallbackServerContext* context,
                                                        const v1::KvGetManyRequest* request,
                                                        v1::KvGetManyResponse* response) {
+  if (absl::Status allowed =
+          AuthorizeAttempt(context, request->job_id(), request->generation(), "KvGetMany");
+      !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   handler_->KvGetMany(*request, response, FinishLater(reactor));
   return reactor;
@@ -71,18 +105,33 @@ grpc::ServerUnaryReactor* GrpcWorkerService::KvGetMany(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* GrpcWorkerService::ReportProgress(
     grpc::CallbackServerContext* context, const v1::ReportProgressRequest* request,
     v1::ReportProgressResponse* response) {
+  if (absl::Status allowed =
+          AuthorizeAttempt(context, request->job_id(), request->generation(), "ReportProgress");
+      !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   return FinishNow(context, handler_->ReportProgress(*request, response));
 }
 
 grpc::ServerUnaryReactor* GrpcWorkerService::FinishRank(grpc::CallbackServerContext* context,
                                                         const v1::FinishRankRequest* request,
                                                         v1::FinishRankResponse* response) {
+  if (absl::Status allowed =
+          AuthorizeAttempt(context, request->job_id(), request->generation(), "FinishRank");
+      !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   return FinishNow(context, handler_->FinishRank(*request, response));
 }
 
 grpc::ServerUnaryReactor* GrpcWorkerService::AppendLogs(grpc::CallbackServerContext* context,
                                                         const v1::AppendLogsRequest* request,
                                                         v1::AppendLogsResponse* response) {
+  if (absl::Status allowed =
+          AuthorizeAttempt(context, request->job_id(), request->generation(), "AppendLogs");
+      !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
   return FinishNow(context, handler_->AppendLogs(*request, response));
 }
 

@@ -8,6 +8,7 @@
 #ifndef RINGLEADER_COORDINATOR_GRPC_SERVICE_H_
 #define RINGLEADER_COORDINATOR_GRPC_SERVICE_H_
 
+#include "coordinator/attempt_tokens.h"
 #include "coordinator/rpc_handler.h"
 #include "coordinator/token_store.h"
 #include "grpcpp/grpcpp.h"
@@ -15,10 +16,15 @@
 
 namespace ringleader {
 
-// Thread-safe. Does not own `handler`, which must outlive the server the service is added to.
+// Thread-safe. Does not own `handler`, which must outlive the server the service is added to,
+// or `attempt_tokens`: with them, every call about an attempt (JoinJob, KvSet, KvGet,
+// KvGetMany, ReportProgress, FinishRank, AppendLogs) must carry that attempt's token as
+// "ringleader-attempt-token" metadata (UNAUTHENTICATED without one, PERMISSION_DENIED with
+// another attempt's; counted like the JobService's refusals).
 class GrpcWorkerService final : public v1::WorkerService::CallbackService {
  public:
-  explicit GrpcWorkerService(RpcHandler* handler) : handler_(handler) {}
+  explicit GrpcWorkerService(RpcHandler* handler, const AttemptTokens* attempt_tokens = nullptr)
+      : handler_(handler), attempt_tokens_(attempt_tokens) {}
 
   grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* context,
                                            const v1::RegisterWorkerRequest* request,
@@ -52,7 +58,12 @@ class GrpcWorkerService final : public v1::WorkerService::CallbackService {
                                        v1::AppendLogsResponse* response) override;
 
  private:
+  // OK when the call carries attempt (`job`, `generation`)'s token (or none is checked).
+  absl::Status AuthorizeAttempt(grpc::CallbackServerContext* context, absl::string_view job,
+                                uint64_t generation, absl::string_view method) const;
+
   RpcHandler* const handler_;
+  const AttemptTokens* const attempt_tokens_;
 };
 
 // Thread-safe. Does not own `handler` or `tokens`. With `tokens` (--tokens_file) every call

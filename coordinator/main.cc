@@ -217,6 +217,18 @@ int Run() {
   } else {
     Log(absl::Now(), "job store: in memory (no --state_dir): jobs are lost when this stops");
   }
+  // Per-attempt tokens for the ranks; their secret lives with the state (same tokens after a
+  // restart, for the ranks that come back).
+  const std::string state_dir = absl::GetFlag(FLAGS_state_dir);
+  absl::StatusOr<std::string> secret = AttemptTokens::LoadOrCreateSecret(
+      state_dir.empty() ? "" : state_dir + "/attempt_secret");
+  if (!secret.ok()) {
+    std::fprintf(stderr, "ringleader-coordinator: %s\n",
+                 std::string(secret.status().message()).c_str());
+    return 1;
+  }
+  const AttemptTokens attempt_tokens(*secret);
+  options.attempt_tokens = &attempt_tokens;
   Coordinator coordinator(options, Clock::Real(), store, Log);
   {
     absl::StatusOr<std::vector<v1::JobStatus>> saved = store->LoadAll();
@@ -230,7 +242,7 @@ int Run() {
   RpcStats rpc_stats;
   RpcHandler handler(&coordinator, &rpc_stats);
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Start(
-      absl::GetFlag(FLAGS_listen), *credentials, &handler, tokens.get());
+      absl::GetFlag(FLAGS_listen), *credentials, &handler, tokens.get(), &attempt_tokens);
   if (!server.ok()) {
     std::fprintf(stderr, "ringleader-coordinator: %s\n", server.status().ToString().c_str());
     return 1;

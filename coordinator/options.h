@@ -3,11 +3,15 @@
 #define RINGLEADER_COORDINATOR_OPTIONS_H_
 
 #include "absl/time/time.h"
+#include "coordinator/attempt_tokens.h"
 #include "common/job_spec.h"
 
 namespace ringleader {
 
 struct CoordinatorOptions {
+  // Per-attempt tokens put in every Assignment (attempt_tokens.h). Not owned; nullptr = none
+  // (then the gRPC edge checks none either).
+  const AttemptTokens* attempt_tokens = nullptr;
   // How often workers are told to send a heartbeat (returned by RegisterWorker).
   absl::Duration heartbeat_interval = absl::Seconds(2);
   // A worker whose last heartbeat is older than this is declared LOST by CheckStaleness(), and

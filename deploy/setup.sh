@@ -7,6 +7,8 @@ PACKAGES=(
   bazel-bootstrap bazel-rules-java default-jdk-headless
   g++ pkg-config python3
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  # libcrypto: HMAC-SHA256 of the per-attempt tokens
+  libssl-dev
   libabsl-dev libgtest-dev libgmock-dev
   libgloo-dev libopenblas-dev zlib1g-dev libyaml-cpp-dev libsqlite3-dev nlohmann-json3-dev
   # cpp-httplib serves the coordinator's /metrics; prometheus brings promtool and the server

@@ -16,6 +16,8 @@ class RingleaderEnv:
     rank: int
     # Mutual TLS: ca.pem, worker.pem and worker.key there (the worker's --tls_dir); "" = plaintext.
     tls_dir: str = ""
+    # The attempt's credential, sent with every call about the attempt ("" = none checked).
+    attempt_token: str = ""
 
 
 def _int(environ: Mapping[str, str], name: str, default: int | None = None) -> int:
@@ -47,7 +49,8 @@ def from_environ(environ: Mapping[str, str] | None = None) -> RingleaderEnv | No
     rank = _int(env, "RINGLEADER_RANK", _int(env, "RANK", 0))
     return RingleaderEnv(coordinator=coordinator, job_id=job_id,
                          generation=_int(env, "RINGLEADER_GENERATION", 1), rank=rank,
-                         tls_dir=env.get("RINGLEADER_TLS_DIR", ""))
+                         tls_dir=env.get("RINGLEADER_TLS_DIR", ""),
+                         attempt_token=env.get("RINGLEADER_ATTEMPT_TOKEN", ""))
 
 
 def world_size_from_environ(environ: Mapping[str, str] | None = None) -> int:

@@ -48,7 +48,7 @@ class Reporter:
     def __init__(self, address: str, job_id: str, generation: int, rank: int, *,
                  min_interval_s: float = 0.25, max_queue: int = 4096, max_batch: int = 512,
                  rpc_timeout_s: float = 10.0, retry_for_s: float = 60.0,
-                 tls_dir: str = "") -> None:
+                 tls_dir: str = "", attempt_token: str = "") -> None:
         self.address = address
         self.job_id = job_id
         self.generation = generation
@@ -60,6 +60,8 @@ class Reporter:
         self._retry_for_s = retry_for_s
 
         self._channel = _channel(address, tls_dir)
+        # The attempt's credential (coordinator/attempt_tokens.h), on every call.
+        self._metadata = (("ringleader-attempt-token", attempt_token),) if attempt_token else ()
         self._stub = pb_grpc.WorkerServiceStub(self._channel)
 
         self._cv = threading.Condition()
@@ -140,7 +142,8 @@ class Reporter:
         request = pb.ReportProgressRequest(job_id=self.job_id, generation=self.generation,
                                            rank=self.rank)
         try:
-            response = self._stub.ReportProgress(request, timeout=self._rpc_timeout_s)
+            response = self._stub.ReportProgress(request, timeout=self._rpc_timeout_s,
+                                                    metadata=self._metadata)
         except grpc.RpcError as error:
             return self._note_error(error, reports=0)
         self._note_answer(response)
@@ -197,7 +200,8 @@ class Reporter:
         backoff = 0.05
         while True:
             try:
-                response = self._stub.ReportProgress(request, timeout=self._rpc_timeout_s)
+                response = self._stub.ReportProgress(request, timeout=self._rpc_timeout_s,
+                                                    metadata=self._metadata)
             except grpc.RpcError as error:
                 retry = error.code() in _RETRIED
                 if not retry or time.monotonic() + backoff > give_up or self._closing:

@@ -264,7 +264,7 @@ class Watcher:
         self._lock = threading.Lock()
 
         self._reporter = _reporter.Reporter(env.coordinator, env.job_id, env.generation, env.rank,
-                                            tls_dir=env.tls_dir)
+                                            tls_dir=env.tls_dir, attempt_token=env.attempt_token)
 
         if self._is_ddp:
             if getattr(model, "_ringleader_watched", False):

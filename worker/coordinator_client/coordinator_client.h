@@ -52,6 +52,11 @@ class CoordinatorClient {
   // Makes every in-flight call (long polls included) and every later call fail promptly with
   // CANCELLED. Used for shutdown, so a daemon never waits out a long poll. Idempotent.
   virtual void CancelAll() = 0;
+
+  // From now on, calls about attempt (`job_id`, `generation`) carry `token` (the assignment's
+  // attempt_token; "" = nothing to carry). Thread-safe. Default: ignored (fakes, tests).
+  virtual void AddAttemptToken(const std::string& job_id, uint64_t generation,
+                               const std::string& token) {}
 };
 
 }  // namespace ringleader

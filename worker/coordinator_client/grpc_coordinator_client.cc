@@ -62,14 +62,51 @@ void GrpcCoordinatorClient::BackoffWait(absl::Duration wait) {
   }
 }
 
+namespace {
+
+// "<job>/<generation>" of a request about an attempt; "" for the others (registration,
+// heartbeats, assignments).
+template <typename Request>
+auto AttemptKeyOf(const Request& request, int)
+    -> decltype(request.job_id(), request.generation(), std::string()) {
+  return absl::StrCat(request.job_id(), "/", request.generation());
+}
+template <typename Request>
+std::string AttemptKeyOf(const Request&, long) {
+  return "";
+}
+
+}  // namespace
+
+void GrpcCoordinatorClient::AddAttemptToken(const std::string& job_id, uint64_t generation,
+                                            const std::string& token) {
+  if (token.empty()) return;
+  const std::string key = absl::StrCat(job_id, "/", generation);
+  absl::MutexLock lock(&mu_);
+  for (auto& [known, value] : attempt_tokens_) {
+    if (known == key) {
+      value = token;
+      return;
+    }
+  }
+  attempt_tokens_.emplace_back(key, token);
+  if (attempt_tokens_.size() > 16) attempt_tokens_.pop_front();
+}
+
 template <typename Request, typename Response>
 grpc::Status GrpcCoordinatorClient::CallOnce(Method<Request, Response> method,
                                              const Request& request, absl::Duration timeout,
                                              Response* response) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
+  const std::string attempt = AttemptKeyOf(request, 0);
   {
     absl::MutexLock lock(&mu_);
+    if (!attempt.empty()) {
+      for (const auto& [known, token] : attempt_tokens_) {
+        if (known == attempt) context.AddMetadata("ringleader-attempt-token", token);
+      }
+    }
     // Checked under mu_: CancelAll notifies before it takes mu_, so a call registering after
     // CancelAll's sweep sees the notification here.
     if (cancelled_.HasBeenNotified()) {

@@ -33,6 +33,7 @@
 
 #include <functional>
 #include <memory>
+#include <deque>
 #include <set>
 #include <string>
 
@@ -106,6 +107,10 @@ class GrpcCoordinatorClient : public CoordinatorClient {
   absl::StatusOr<v1::AppendLogsResponse> AppendLogs(
       const v1::AppendLogsRequest& request) override;
   void CancelAll() override;
+  // The token goes out as "ringleader-attempt-token" metadata on every call whose request
+  // names that attempt. Tokens of up to 16 attempts are kept (the oldest are dropped).
+  void AddAttemptToken(const std::string& job_id, uint64_t generation,
+                       const std::string& token) override;
 
  private:
   using Stub = v1::WorkerService::Stub;
@@ -129,6 +134,8 @@ class GrpcCoordinatorClient : public CoordinatorClient {
   absl::Notification cancelled_;
   absl::Mutex mu_;
   std::set<grpc::ClientContext*> in_flight_ ABSL_GUARDED_BY(mu_);
+  // "<job>/<generation>" -> token, oldest first.
+  std::deque<std::pair<std::string, std::string>> attempt_tokens_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ringleader

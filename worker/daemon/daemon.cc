@@ -348,7 +348,13 @@ absl::Status WorkerDaemon::Run() {
       stop_.WaitForNotificationWithTimeout(options_.retry_interval);
       continue;
     }
-    if (response->has_assignment()) RunAttempt(response->assignment());
+    if (response->has_assignment()) {
+      // The daemon reports for its rank (FinishRank of a dead rank, its logs) with the token.
+      const v1::Assignment& assignment = response->assignment();
+      client_->AddAttemptToken(assignment.job_id(), assignment.generation(),
+                               assignment.attempt_token());
+      RunAttempt(assignment);
+    }
   }
   client_->CancelAll();
   heartbeats.join();

@@ -56,6 +56,9 @@ std::vector<std::string> CommandEnvironment(const v1::Assignment& assignment,
   env["TORCHELASTIC_RUN_ID"] = assignment.job_id();
   env["RINGLEADER_COORDINATOR"] = inputs.coordinator_address;
   if (!inputs.tls_dir.empty()) env["RINGLEADER_TLS_DIR"] = inputs.tls_dir;
+  if (!assignment.attempt_token().empty()) {
+    env["RINGLEADER_ATTEMPT_TOKEN"] = assignment.attempt_token();
+  }
   env["RINGLEADER_JOB"] = assignment.job_id();
   env["RINGLEADER_GENERATION"] = absl::StrCat(assignment.generation());
   env["RINGLEADER_RANK"] = rank;

@@ -148,6 +148,8 @@ int Main(int argc, char** argv) {
   client_options.credentials = *credentials;
   std::unique_ptr<GrpcCoordinatorClient> client =
       GrpcCoordinatorClient::Create(coordinator, std::move(client_options));
+  client->AddAttemptToken(assignment.job_id(), assignment.generation(),
+                          assignment.attempt_token());
   if (assignment.spec().command_size() > 0) {
     const RankRunResult result =
         RunCommandJob(assignment, client.get(), coordinator,
