@@ -34,12 +34,33 @@ class GrpcJobClient : public JobClient {
     return Call(&v1::JobService::Stub::WatchJob, request, wait);
   }
 
+  // Every page, concatenated (the coordinator answers at most 1000 a call).
   absl::StatusOr<v1::ListJobsResponse> List() override {
-    return Call(&v1::JobService::Stub::ListJobs, v1::ListJobsRequest(), absl::ZeroDuration());
+    v1::ListJobsResponse all;
+    v1::ListJobsRequest request;
+    do {
+      absl::StatusOr<v1::ListJobsResponse> page =
+          Call(&v1::JobService::Stub::ListJobs, request, absl::ZeroDuration());
+      if (!page.ok()) return page.status();
+      for (v1::JobStatus& job : *page->mutable_jobs()) *all.add_jobs() = std::move(job);
+      request.set_page_token(page->next_page_token());
+    } while (!request.page_token().empty());
+    return all;
   }
 
   absl::StatusOr<v1::ListWorkersResponse> ListWorkers() override {
-    return Call(&v1::JobService::Stub::ListWorkers, v1::ListWorkersRequest(), absl::ZeroDuration());
+    v1::ListWorkersResponse all;
+    v1::ListWorkersRequest request;
+    do {
+      absl::StatusOr<v1::ListWorkersResponse> page =
+          Call(&v1::JobService::Stub::ListWorkers, request, absl::ZeroDuration());
+      if (!page.ok()) return page.status();
+      for (v1::WorkerStatus& worker : *page->mutable_workers()) {
+        *all.add_workers() = std::move(worker);
+      }
+      request.set_page_token(page->next_page_token());
+    } while (!request.page_token().empty());
+    return all;
   }
 
   absl::StatusOr<v1::CancelJobResponse> Cancel(const std::string& job_id,
@@ -92,7 +113,10 @@ std::unique_ptr<JobClient> NewGrpcJobClient(const std::string& address,
                                             const GrpcJobClientOptions& options) {
   std::shared_ptr<grpc::ChannelCredentials> credentials =
       options.credentials != nullptr ? options.credentials : grpc::InsecureChannelCredentials();
-  return NewGrpcJobClient(grpc::CreateChannel(address, credentials), options);
+  // Answers can be large (a long job's metrics, every job's status): up to 256 MiB.
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(256 << 20);
+  return NewGrpcJobClient(grpc::CreateCustomChannel(address, credentials, args), options);
 }
 
 std::unique_ptr<JobClient> NewGrpcJobClient(std::shared_ptr<grpc::Channel> channel,

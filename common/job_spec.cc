@@ -283,6 +283,29 @@ absl::Status ValidateRecovery(const JobSpec& spec) {
 }  // namespace
 
 absl::Status ValidateJobSpec(const JobSpec& spec, const JobSpecLimits& limits) {
+  if (const size_t bytes = spec.ByteSizeLong(); bytes > limits.max_spec_bytes) {
+    return Invalid(absl::StrCat("the spec is ", bytes, " bytes serialized, over the limit of ",
+                                limits.max_spec_bytes, ": shorten command, env or the lists"));
+  }
+  for (const auto& [field, path] :
+       {std::make_pair("checkpoint_dir", &spec.checkpoint_dir()),
+        std::make_pair("data.path", &spec.data().path()),
+        std::make_pair("model.init_from", &spec.model().init_from())}) {
+    if (path->size() > limits.max_path_bytes) {
+      return Invalid(absl::StrCat(field, ": at most ", limits.max_path_bytes, " bytes, got ",
+                                  path->size()));
+    }
+    if (path->find('\0') != std::string::npos) {
+      return Invalid(absl::StrCat(field, ": must not contain NUL characters"));
+    }
+  }
+  for (const auto& [field, mb] : {std::make_pair("sync.bucket_cap_mb", spec.sync().bucket_cap_mb()),
+                                  std::make_pair("sync.first_bucket_mb",
+                                                 spec.sync().first_bucket_mb())}) {
+    if (mb > limits.max_bucket_mb) {
+      return Invalid(absl::StrCat(field, ": at most ", limits.max_bucket_mb, " MB, got ", mb));
+    }
+  }
   if (spec.name().size() > kMaxNameLength) {
     return Invalid(
         absl::StrCat("name: at most ", kMaxNameLength, " characters, got ", spec.name().size()));

@@ -23,6 +23,9 @@ struct JobSpecLimits {
   uint32_t max_layer_width = 1 << 16;  // neurons per layer
   uint32_t max_batch_size = 1 << 16;
   uint32_t max_epochs = 10000;
+  size_t max_spec_bytes = size_t{1} << 20;  // the serialized spec (command and env included)
+  size_t max_path_bytes = 4096;             // checkpoint_dir, data.path, model.init_from
+  double max_bucket_mb = 4096;              // sync.bucket_cap_mb and sync.first_bucket_mb
 };
 
 // Fills every unset field with its documented default (see README "Job spec"):

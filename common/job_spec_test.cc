@@ -395,4 +395,19 @@ TEST(JobSpecFingerprintTest, ChangesWithAnyField) {
 }
 
 }  // namespace
+TEST(ValidateJobSpecTest, SizesOfTheSpecPathsAndBucketsAreBounded) {
+  JobSpec spec = ValidSpec();
+  spec.set_checkpoint_dir("/" + std::string(5000, 'd'));
+  ExpectInvalid(spec, "checkpoint_dir: at most 4096 bytes, got 5001");
+  spec = ValidSpec();
+  spec.mutable_data()->set_path(std::string("/data\0/etc", 10));
+  ExpectInvalid(spec, "data.path: must not contain NUL characters");
+  spec = ValidSpec();
+  spec.mutable_sync()->set_bucket_cap_mb(1e6);
+  ExpectInvalid(spec, "sync.bucket_cap_mb: at most 4096 MB");
+  spec = ValidSpec();
+  for (int i = 0; i < 3000; ++i) spec.add_command(std::string(400, 'a'));
+  ExpectInvalid(spec, "over the limit of 1048576: shorten command");
+}
+
 }  // namespace ringleader

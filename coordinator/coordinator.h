@@ -272,6 +272,12 @@ class Coordinator {
   std::vector<v1::JobStatus> ListJobs();
   std::vector<v1::WorkerStatus> ListWorkers();
 
+  // One page of them: at most `limit`, after the job id / worker id `after` ("" = from the
+  // first); `*more` says whether any follow. Only the page is rendered.
+  std::vector<v1::JobStatus> ListJobsPage(const std::string& after, size_t limit, bool* more);
+  std::vector<v1::WorkerStatus> ListWorkersPage(const std::string& after, size_t limit,
+                                                bool* more);
+
   // QUEUED, RENDEZVOUS or RUNNING → CANCELLED with `reason` (default "cancelled"); the
   // workers are told to abort. Errors: NOT_FOUND; FAILED_PRECONDITION (job already ended).
   absl::Status CancelJob(const JobId& job, std::string reason);

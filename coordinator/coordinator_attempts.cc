@@ -101,6 +101,21 @@ absl::Status Coordinator::KvSet(const AttemptId& attempt, const std::string& key
   absl::StatusOr<JobRecord*> job = FindAttemptLocked(attempt);
   if (!job.ok()) return job.status();
   if (AttemptOver((*job)->status)) return AttemptEnded((*job)->status);
+  if (key.empty() || key.size() > options_.max_kv_key_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KvSet: a key must be 1 to ", options_.max_kv_key_bytes, " bytes, got ", key.size()));
+  }
+  if (value.size() > options_.max_kv_value_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KvSet: the value of '", key, "' is ", value.size(), " bytes, over the limit of ",
+        options_.max_kv_value_bytes, " (CoordinatorOptions::max_kv_value_bytes)"));
+  }
+  if (!kv_.Has(attempt, key) && kv_.KeyCount(attempt) >= options_.max_kv_keys_per_attempt) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "KvSet: attempt ", attempt.generation.value(), " of ", attempt.job.value(), " holds ",
+        options_.max_kv_keys_per_attempt,
+        " keys already, the limit (CoordinatorOptions::max_kv_keys_per_attempt)"));
+  }
   kv_.Set(attempt, key, std::move(value), scope.deferred());
   return absl::OkStatus();
 }

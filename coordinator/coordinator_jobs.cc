@@ -81,6 +81,26 @@ std::vector<v1::JobStatus> Coordinator::ListJobs() {
   return all;
 }
 
+std::vector<v1::JobStatus> Coordinator::ListJobsPage(const std::string& after, size_t limit,
+                                                     bool* more) {
+  Scope scope(this);
+  std::vector<v1::JobStatus> page;
+  bool started = after.empty();
+  *more = false;
+  for (const JobRecord* job : jobs_.All()) {
+    if (!started) {
+      started = job->status.job_id() == after;
+      continue;
+    }
+    if (page.size() == limit) {
+      *more = true;
+      break;
+    }
+    page.push_back(RenderLocked(*job));
+  }
+  return page;
+}
+
 absl::Status Coordinator::CancelJob(const JobId& id, std::string reason) {
   Scope scope(this);
   JobRecord* job = jobs_.Find(id);

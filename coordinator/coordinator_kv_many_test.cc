@@ -199,5 +199,27 @@ TEST_F(KvManyTest, ManyWaitersEachCompleteWhenTheirLastKeyIsSet) {
   EXPECT_THAT(*rank0.value(), ElementsAre("addr-of-1"));
 }
 
+TEST_F(KvManyTest, KeysValuesAndTheKeyCountAreBounded) {
+  const CoordinatorOptions limits = Options();
+  const absl::Status big =
+      coordinator_.KvSet(attempt_, "blob", std::string(limits.max_kv_value_bytes + 1, 'x'));
+  EXPECT_EQ(big.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(big.message()), HasSubstr("max_kv_value_bytes"));
+  EXPECT_TRUE(
+      coordinator_.KvSet(attempt_, "blob", std::string(limits.max_kv_value_bytes, 'x')).ok());
+  EXPECT_EQ(coordinator_.KvSet(attempt_, "", "v").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(coordinator_.KvSet(attempt_, std::string(limits.max_kv_key_bytes + 1, 'k'), "v")
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  // Fill the attempt up to its key limit: one more key is refused, an existing key may change.
+  for (size_t i = 1; i < limits.max_kv_keys_per_attempt; ++i) {
+    ASSERT_TRUE(coordinator_.KvSet(attempt_, absl::StrCat("k", i), "v").ok()) << i;
+  }
+  const absl::Status full = coordinator_.KvSet(attempt_, "one-more", "v");
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(full.message()), HasSubstr("max_kv_keys_per_attempt"));
+  EXPECT_TRUE(coordinator_.KvSet(attempt_, "k1", "changed").ok());
+}
+
 }  // namespace
 }  // namespace ringleader

@@ -308,6 +308,27 @@ void Coordinator::FailWorkerAttemptLocked(WorkerRecord* worker, const std::strin
       /*restartable=*/true, deferred);
 }
 
+std::vector<v1::WorkerStatus> Coordinator::ListWorkersPage(const std::string& after,
+                                                           size_t limit, bool* more) {
+  Scope scope(this);
+  const absl::Time now = clock_->Now();
+  std::vector<v1::WorkerStatus> page;
+  bool started = after.empty();
+  *more = false;
+  for (const WorkerRecord* worker : workers_.InRegistrationOrder()) {
+    if (!started) {
+      started = worker->id.value() == after;
+      continue;
+    }
+    if (page.size() == limit) {
+      *more = true;
+      break;
+    }
+    page.push_back(ToWorkerStatus(*worker, now));
+  }
+  return page;
+}
+
 std::vector<v1::WorkerStatus> Coordinator::ListWorkers() {
   Scope scope(this);
   const absl::Time now = clock_->Now();

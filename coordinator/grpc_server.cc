@@ -30,6 +30,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   // gRPC sets SO_REUSEPORT by default: a second server on a taken port would then share it
   // silently instead of failing.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
   builder.AddListeningPort(listen, std::move(credentials), &server->port_);
   builder.RegisterService(&server->worker_service_);
   builder.RegisterService(&server->job_service_);

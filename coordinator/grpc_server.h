@@ -23,6 +23,11 @@ namespace ringleader {
 inline constexpr char kWorkerServiceName[] = "ringleader.v1.WorkerService";
 inline constexpr char kJobServiceName[] = "ringleader.v1.JobService";
 
+// The largest request the coordinator accepts (a 4 MiB key-value value, a log chunk or a batch
+// of step reports fit well within it); larger ones fail with RESOURCE_EXHAUSTED before any
+// handler runs.
+inline constexpr int kMaxRequestBytes = 8 << 20;
+
 class CoordinatorServer {
  public:
   // Starts serving on `listen` ("host:port"; port 0 picks a free port) with `credentials`

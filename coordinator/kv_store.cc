@@ -63,6 +63,16 @@ std::vector<std::string> AttemptKvStore::Collect(const Attempt& entry, const Man
   return values;
 }
 
+size_t AttemptKvStore::KeyCount(const AttemptId& attempt) const {
+  auto it = attempts_.find(attempt);
+  return it == attempts_.end() ? 0 : it->second.values.size();
+}
+
+bool AttemptKvStore::Has(const AttemptId& attempt, const std::string& key) const {
+  auto it = attempts_.find(attempt);
+  return it != attempts_.end() && it->second.values.count(key) > 0;
+}
+
 void AttemptKvStore::Set(const AttemptId& attempt, const std::string& key, std::string value,
                          DeferredCallbacks* deferred) {
   Attempt& entry = attempts_[attempt];

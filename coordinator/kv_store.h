@@ -30,6 +30,10 @@ using KvParts = ValueParts;
 // Checking that the attempt is current and live is the caller's job.
 class AttemptKvStore {
  public:
+  // How many keys attempt `attempt` holds, and whether it holds `key`.
+  size_t KeyCount(const AttemptId& attempt) const;
+  bool Has(const AttemptId& attempt, const std::string& key) const;
+
   // Sets (overwrites) `key` and completes every Get waiting for it with `value`, and every
   // GetMany whose last missing key it was.
   void Set(const AttemptId& attempt, const std::string& key, std::string value,

@@ -35,6 +35,11 @@ struct CoordinatorOptions {
   bool allow_fault_injection = false;
   // SubmitJob refuses a job when this many are already QUEUED (RESOURCE_EXHAUSTED).
   size_t max_queued_jobs = 1000;
+  // Limits of an attempt's key-value store (the rendezvous: a 1024-rank gloo job sets about
+  // 2 keys per rank of at most 139 KB each). KvSet beyond them is refused naming the limit.
+  size_t max_kv_key_bytes = 1024;
+  size_t max_kv_value_bytes = size_t{4} << 20;  // 4 MiB
+  size_t max_kv_keys_per_attempt = 65536;
   // A failed attempt with restarts left (spec.max_restarts) is placed again after a backoff:
   // restart_backoff for the first restart, doubling for each next one, at most
   // max_restart_backoff.

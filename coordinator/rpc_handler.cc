@@ -26,6 +26,13 @@ AttemptId Attempt(const std::string& job_id, uint64_t generation) {
 
 }  // namespace
 
+// A List page's size: 0 = the default 500, at most 1000.
+static size_t PageSize(uint32_t requested) {
+  constexpr size_t kDefault = 500;
+  constexpr size_t kMax = 1000;
+  return requested == 0 ? kDefault : std::min<size_t>(requested, kMax);
+}
+
 absl::Time RpcHandler::Deadline(uint32_t wait_timeout_ms) const {
   return coordinator_->clock()->Now() + absl::Milliseconds(wait_timeout_ms);
 }
@@ -249,19 +256,41 @@ void RpcHandler::GetLogs(const v1::GetLogsRequest& request, v1::GetLogsResponse*
       });
 }
 
-absl::Status RpcHandler::ListJobs(const v1::ListJobsRequest&, v1::ListJobsResponse* response) {
+absl::Status RpcHandler::ListJobs(const v1::ListJobsRequest& request,
+                                  v1::ListJobsResponse* response) {
   return Measured("ListJobs", [&]() -> absl::Status {
-    for (v1::JobStatus& job : coordinator_->ListJobs()) *response->add_jobs() = std::move(job);
+    bool more = false;
+    std::vector<v1::JobStatus> page = coordinator_->ListJobsPage(
+        request.page_token(), PageSize(request.page_size()), &more);
+    if (page.empty() && !request.page_token().empty() &&
+        !coordinator_->GetJob(JobId(request.page_token())).ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "page_token: '", request.page_token(), "' is not a next_page_token of ListJobs"));
+    }
+    for (v1::JobStatus& job : page) *response->add_jobs() = std::move(job);
+    if (more) response->set_next_page_token(response->jobs().rbegin()->job_id());
     return absl::OkStatus();
   });
 }
 
-absl::Status RpcHandler::ListWorkers(const v1::ListWorkersRequest&,
+absl::Status RpcHandler::ListWorkers(const v1::ListWorkersRequest& request,
                                      v1::ListWorkersResponse* response) {
   return Measured("ListWorkers", [&]() -> absl::Status {
-    for (v1::WorkerStatus& worker : coordinator_->ListWorkers()) {
-      *response->add_workers() = std::move(worker);
+    bool more = false;
+    std::vector<v1::WorkerStatus> page = coordinator_->ListWorkersPage(
+        request.page_token(), PageSize(request.page_size()), &more);
+    if (page.empty() && !request.page_token().empty()) {
+      bool known = false;
+      for (const v1::WorkerStatus& worker : coordinator_->ListWorkers()) {
+        known |= worker.worker_id() == request.page_token();
+      }
+      if (!known) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "page_token: '", request.page_token(), "' is not a next_page_token of ListWorkers"));
+      }
     }
+    for (v1::WorkerStatus& worker : page) *response->add_workers() = std::move(worker);
+    if (more) response->set_next_page_token(response->workers().rbegin()->worker_id());
     return absl::OkStatus();
   });
 }

@@ -140,5 +140,45 @@ TEST_F(RpcHandlerTest, LogsRequestsAndStepsJudged) {
   EXPECT_EQ(progress.steps_judged(), 1u);
 }
 
+TEST_F(RpcHandlerTest, ListJobsAndWorkersComeInPagesThatTogetherHoldEveryOneOnce) {
+  for (int i = 0; i < 5; ++i) Register(absl::StrCat("w", i));
+  for (int i = 0; i < 7; ++i) Submit(9);  // queued: more ranks than workers
+  std::vector<std::string> ids;
+  v1::ListJobsRequest request;
+  request.set_page_size(3);
+  int pages = 0;
+  do {
+    v1::ListJobsResponse page;
+    ASSERT_TRUE(handler_.ListJobs(request, &page).ok());
+    EXPECT_LE(page.jobs_size(), 3);
+    for (const v1::JobStatus& job : page.jobs()) ids.push_back(job.job_id());
+    request.set_page_token(page.next_page_token());
+    ++pages;
+  } while (!request.page_token().empty() && pages < 10);
+  EXPECT_EQ(pages, 3);
+  EXPECT_THAT(ids, ::testing::ElementsAre("job-000001", "job-000002", "job-000003", "job-000004",
+                                          "job-000005", "job-000006", "job-000007"));
+  // The default page holds them all; a made-up token is refused.
+  v1::ListJobsResponse all;
+  ASSERT_TRUE(handler_.ListJobs(v1::ListJobsRequest(), &all).ok());
+  EXPECT_EQ(all.jobs_size(), 7);
+  EXPECT_EQ(all.next_page_token(), "");
+  v1::ListJobsRequest forged;
+  forged.set_page_token("job-999999");
+  v1::ListJobsResponse refused;
+  EXPECT_EQ(handler_.ListJobs(forged, &refused).code(), absl::StatusCode::kInvalidArgument);
+
+  v1::ListWorkersRequest workers;
+  workers.set_page_size(2);
+  std::vector<std::string> names;
+  do {
+    v1::ListWorkersResponse page;
+    ASSERT_TRUE(handler_.ListWorkers(workers, &page).ok());
+    for (const v1::WorkerStatus& worker : page.workers()) names.push_back(worker.name());
+    workers.set_page_token(page.next_page_token());
+  } while (!workers.page_token().empty() && names.size() < 20);
+  EXPECT_THAT(names, ::testing::ElementsAre("w0", "w1", "w2", "w3", "w4"));
+}
+
 }  // namespace
 }  // namespace ringleader
