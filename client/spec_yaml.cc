@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <sstream>
 #include <vector>
 
 #include "absl/algorithm/container.h"
@@ -18,6 +20,8 @@
 #include "common/status_macros.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
+#include "google/protobuf/stubs/common.h"
+#include "yaml-cpp/eventhandler.h"
 #include "yaml-cpp/yaml.h"
 
 namespace ringleader {
@@ -44,6 +48,18 @@ std::vector<std::string> FieldNames(const Descriptor* descriptor) {
 
 std::string Join(const std::string& path, const std::string& name) {
   return path.empty() ? name : absl::StrCat(path, ".", name);
+}
+
+// Proto3 strings must be UTF-8: a spec holding other bytes could not be sent (the coordinator
+// cannot parse it), so they are refused here, where the file and line are known.
+bool IsUtf8String(const FieldDescriptor* field, const std::string& text) {
+  return field->type() != FieldDescriptor::TYPE_STRING ||
+         google::protobuf::internal::IsStructurallyValidUTF8(text.data(),
+                                                             static_cast<int>(text.size()));
+}
+
+std::string NotUtf8(const std::string& path) {
+  return absl::StrCat(path, ": expected UTF-8 text, got bytes that are not valid UTF-8");
 }
 
 // Turns YAML nodes into fields of one message tree; records the line of every field path.
@@ -243,6 +259,7 @@ class SpecReader {
         return absl::OkStatus();
       }
       case FieldDescriptor::CPPTYPE_STRING:
+        if (!IsUtf8String(field, text)) return Error(node, line, NotUtf8(path));
         repeated ? reflection->AddString(message, field, text)
                  : reflection->SetString(message, field, text);
         return absl::OkStatus();
@@ -326,28 +343,78 @@ absl::Status MalformedYaml(const std::string& source, const YAML::Exception& err
                                                  ": malformed YAML: ", error.msg));
 }
 
+// Sees only where each document starts.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override { start_ = mark; }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+  const YAML::Mark& start() const { return start_; }
+
+ private:
+  YAML::Mark start_;
+};
+
+// The number of documents in `text`, without building them. Not YAML::LoadAll: on a token that
+// cannot start a document (a ',' outside a flow collection, e.g. a file holding just ",")
+// yaml-cpp 0.7 reports an empty document without consuming the token, and LoadAll loops for
+// ever, allocating a node each time. A document starting where the previous one did is that
+// token, reported as malformed YAML. Throws YAML::Exception for other malformed YAML.
+absl::StatusOr<size_t> CountDocuments(const std::string& text, const std::string& source) {
+  std::istringstream stream(text);
+  YAML::Parser parser(stream);
+  DocumentStarts starts;
+  std::optional<int> previous;
+  size_t documents = 0;
+  while (parser.HandleNextDocument(starts)) {
+    const YAML::Mark& mark = starts.start();
+    if (previous.has_value() && mark.pos == *previous) {
+      const char token = mark.pos >= 0 && static_cast<size_t>(mark.pos) < text.size()
+                             ? text[static_cast<size_t>(mark.pos)]
+                             : '?';
+      return absl::InvalidArgumentError(absl::StrCat(source, ":", mark.line + 1, ":",
+                                                     mark.column + 1, ": malformed YAML: '",
+                                                     std::string(1, token), "' out of place"));
+    }
+    previous = mark.pos;
+    ++documents;
+  }
+  return documents;
+}
+
 }  // namespace
 
 absl::StatusOr<JobSpecYaml> ParseJobSpecYamlWithLines(const std::string& text,
                                                       const std::string& source_name) {
-  std::vector<YAML::Node> documents;
+  size_t documents = 0;
+  YAML::Node document;
   try {
-    documents = YAML::LoadAll(text);
+    ASSIGN_OR_RETURN(documents, CountDocuments(text, source_name));
+    if (documents == 1) document = YAML::Load(text);
   } catch (const YAML::Exception& error) {
     return MalformedYaml(source_name, error);
   }
-  if (documents.size() > 1) {
+  if (documents > 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat(source_name, ": expected one YAML document, got ", documents.size(),
+        absl::StrCat(source_name, ": expected one YAML document, got ", documents,
                      "; remove the extra '---' separators"));
   }
   JobSpecYaml parsed;
-  if (documents.empty()) return parsed;
+  if (documents == 0) return parsed;
   SpecReader reader(source_name, /*with_lines=*/true, &parsed.field_lines);
   // yaml-cpp builds nodes lazily only for the document structure, so no conversion below
   // throws; the try covers exotic input (e.g. bad aliases) all the same.
   try {
-    RETURN_IF_ERROR(reader.ReadMessage(documents[0], "", 1, &parsed.spec));
+    RETURN_IF_ERROR(reader.ReadMessage(document, "", 1, &parsed.spec));
   } catch (const YAML::Exception& error) {
     return MalformedYaml(source_name, error);
   }
@@ -389,6 +456,9 @@ absl::Status SetJobSpecField(const std::string& path, const std::string& value,
   }
   // A string is taken verbatim: YAML would eat '#' comments and turn "a: b" into a mapping.
   if (field->cpp_type() == FieldDescriptor::CPPTYPE_STRING && !field->is_repeated()) {
+    if (!IsUtf8String(field, value)) {
+      return absl::InvalidArgumentError(absl::StrCat(source_name, ": ", NotUtf8(path)));
+    }
     message->GetReflection()->SetString(message, field, value);
     return absl::OkStatus();
   }

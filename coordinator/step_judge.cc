@@ -66,6 +66,14 @@ void StepJudge::Add(uint32_t rank, const v1::StepReport& report,
   if (rank >= world_ || report.step() == 0) return;
   const uint64_t step = report.step();
   if (step <= last_step_[rank] || step < base_step_) return;  // repeated or already judged
+  // Rows are kept for every step from the oldest unjudged one: a step far ahead would make
+  // them all. With nothing pending (a resumed attempt's first step), judging starts there;
+  // otherwise a step more than kMaxStepGap ahead is ignored (synchronous ranks are never that
+  // far apart, and one forged report must not exhaust the coordinator's memory).
+  if (step - base_step_ >= kMaxStepGap) {
+    if (!pending_.empty()) return;
+    base_step_ = step;
+  }
   last_step_[rank] = step;
 
   if (!std::isfinite(report.loss()) && !loss_alarmed_[rank]) {

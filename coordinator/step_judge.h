@@ -124,6 +124,9 @@ class StepJudge {
   const uint32_t world_;
   const StepJudgeOptions options_;
 
+  // At most this many steps are kept unjudged (see Add).
+  static constexpr uint64_t kMaxStepGap = 1 << 16;
+
   // Unjudged steps: pending_[i] is step base_step_ + i.
   std::deque<Row> pending_;
   uint64_t base_step_ = 1;

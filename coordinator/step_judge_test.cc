@@ -309,5 +309,22 @@ TEST(StepJudgeOptionsTest, TheSpecsDefaultsAndPolicy) {
   EXPECT_FALSE(o.fail_on_desync);
 }
 
+TEST_F(StepJudgeTest, AStepFarAheadNeitherExhaustsMemoryNorStopsTheJudging) {
+  StepJudge judge(2, {});
+  std::vector<v1::Alarm> raised;
+  // A resumed attempt starts far from step 1: judging starts at its first step.
+  judge.Add(0, Report(5000000, 0), &raised);
+  judge.Add(1, Report(5000000, 1), &raised);
+  judge.Add(0, Report(5000001, 0), &raised);
+  judge.Add(1, Report(5000001, 1), &raised);
+  EXPECT_EQ(judge.verdict().steps_judged(), 5000001u);  // judged through that step
+  // While a step is pending, one reported absurdly far ahead (a forged report) is ignored.
+  judge.Add(0, Report(5000002, 0), &raised);
+  judge.Add(1, Report(uint64_t{1} << 62, 1), &raised);
+  judge.Add(1, Report(5000002, 1), &raised);
+  EXPECT_EQ(judge.verdict().steps_judged(), 5000002u);
+  EXPECT_THAT(raised, IsEmpty());
+}
+
 }  // namespace
 }  // namespace ringleader

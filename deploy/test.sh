@@ -6,6 +6,10 @@
 # A whole run (no arguments) on a machine with the CUDA toolkit then checks the CPU-only build:
 # with the toolkit variable pointed elsewhere (as on a machine without CUDA) everything but the
 # GPU code must build, and the checks below must pass there too; their cases count in the total.
+#
+# A whole run then fuzzes (fuzz/run_short.sh, README "Fuzzing"): each fuzz target, built with
+# clang-14, libFuzzer, ASan and UBSan, runs on its seed corpus and for $RINGLEADER_FUZZ_SECONDS
+# (10) seconds more; each target is one case. Without clang-14 or libFuzzer they fail, not skip.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 deploy/setup.sh
@@ -61,6 +65,21 @@ if ((whole_run)) && grep -q "CUDA_AVAILABLE = True" "$(bazel info output_base)/e
   run_phase "CPU-only build" "${cpu_only[@]}" -- //tests/build:cuda_linkage_test \
     //common/gpu:gpu_devices_test //common/gpu:gpu_test_util_test \
     //worker/rank:training_loop_nccl_test //tests/e2e:training_e2e_test_grpc
+  passed=$((passed + phase_passed)) failed=$((failed + phase_failed))
+fi
+
+if ((whole_run)); then
+  echo "=== fuzz: fuzz/run_short.sh"
+  fuzz_output=$(mktemp)
+  fuzz/run_short.sh | tee "$fuzz_output"
+  fuzz_summary=$(tail -n 1 "$fuzz_output")
+  rm -f "$fuzz_output"
+  read -r phase_passed _ phase_failed _ <<<"$fuzz_summary"
+  if ! [[ "$phase_passed" =~ ^[0-9]+$ && "$phase_failed" =~ ^[0-9]+$ ]]; then
+    echo "fuzz: no result line from fuzz/run_short.sh" >&2
+    phase_passed=0 phase_failed=1
+  fi
+  echo "fuzz: $phase_passed passed, $phase_failed failed"
   passed=$((passed + phase_passed)) failed=$((failed + phase_failed))
 fi
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -221,10 +222,18 @@ absl::StatusOr<CheckpointData> ReadCheckpoint(const std::string& path) {
     ASSIGN_OR_RETURN(const uint32_t rank, r.U32("tensor rank"));
     if (rank > r.remaining() / 8) return r.Truncated("tensor shape");
     uint64_t elements = 1;
+    bool overflow = false;  // the product does not fit in 64 bits (unless a dim is 0)
     for (uint32_t d = 0; d < rank; ++d) {
       ASSIGN_OR_RETURN(const uint64_t dim, r.U64("tensor shape"));
       tensor.shape.push_back(dim);
+      if (dim != 0 && elements > std::numeric_limits<uint64_t>::max() / dim) overflow = true;
       elements *= dim;
+    }
+    if (overflow && std::find(tensor.shape.begin(), tensor.shape.end(), 0) == tensor.shape.end()) {
+      // Wrapped around, the product could equal a small count: [2, 2^63 + 3] "holds" 6.
+      return absl::DataLossError(absl::StrCat("checkpoint ", path, " is corrupt: tensor \"",
+                                              tensor.name, "\" has a shape whose element count ",
+                                              "does not fit in 64 bits"));
     }
     ASSIGN_OR_RETURN(const uint64_t count, r.U64("tensor element count"));
     if (count != elements) {
