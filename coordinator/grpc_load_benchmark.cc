@@ -62,6 +62,7 @@
 #include "coordinator/coordinator.h"
 #include "coordinator/grpc_server.h"
 #include "coordinator/job_store.h"
+#include "coordinator/load_benchmark_util.h"
 #include "coordinator/options.h"
 #include "coordinator/rpc_handler.h"
 #include "coordinator/rpc_stats.h"
@@ -88,6 +89,9 @@ ABSL_FLAG(bool, mutex_deadlock_detection, true,
 
 namespace ringleader {
 namespace {
+
+using bench::StepOf;
+using bench::Thousands;
 
 constexpr int kStepsPerReport = 20;
 constexpr int kRanksPerHost = 8;
@@ -129,11 +133,6 @@ double CpuSeconds() {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
-std::string Thousands(double value) {
-  std::string digits = absl::StrCat(static_cast<uint64_t>(value + 0.5));
-  for (int at = static_cast<int>(digits.size()) - 3; at > 0; at -= 3) digits.insert(at, " ");
-  return digits;
-}
 
 // Runs fn(i) for i in [0, n) on --threads threads, each taking the next i.
 void ParallelFor(size_t n, const std::function<void(size_t)>& fn) {
@@ -497,21 +496,6 @@ uint64_t HeartbeatRound(Cluster& cluster, int t) {
   return sent;
 }
 
-// A rank's report of `step`, with what real ranks send (as load_benchmark).
-v1::StepReport StepOf(uint64_t step, uint32_t rank) {
-  v1::StepReport report;
-  report.set_step(step);
-  report.set_epoch(1);
-  report.set_loss(2.3 / static_cast<double>(step) + 0.001 * rank);
-  report.set_local_grad_norm(1.0 + 0.001 * rank);
-  report.set_synced_grad_norm(1.25);
-  report.set_collectives(4);
-  report.set_collective_digest(0x9e3779b97f4a7c15ULL ^ step);
-  report.set_step_ms(12.5);
-  report.set_compute_ms(8.0);
-  report.set_comm_ms(4.0);
-  return report;
-}
 
 // (c): thread t's ranks each report their next batch of 20 steps; returns rank-steps sent.
 uint64_t ReportRound(Cluster& cluster, int t, std::vector<uint64_t>* next_step) {

@@ -34,6 +34,7 @@
 #include "common/clock.h"
 #include "coordinator/coordinator.h"
 #include "coordinator/job_store.h"
+#include "coordinator/load_benchmark_util.h"
 #include "proto/ringleader.pb.h"
 
 ABSL_FLAG(std::vector<std::string>, ranks, std::vector<std::string>({"64", "256", "1024"}),
@@ -45,6 +46,9 @@ ABSL_FLAG(int, address_bytes, 136,
 
 namespace ringleader {
 namespace {
+
+using bench::StepOf;
+using bench::Thousands;
 
 constexpr int kStepsPerReport = 20;
 constexpr int kRanksPerHost = 8;
@@ -252,21 +256,6 @@ uint64_t HeartbeatRound(Cluster& cluster, int t) {
   return sent;
 }
 
-// A rank's report of `step`, with what real ranks send.
-v1::StepReport StepOf(uint64_t step, uint32_t rank) {
-  v1::StepReport report;
-  report.set_step(step);
-  report.set_epoch(1);
-  report.set_loss(2.3 / static_cast<double>(step) + 0.001 * rank);
-  report.set_local_grad_norm(1.0 + 0.001 * rank);
-  report.set_synced_grad_norm(1.25);
-  report.set_collectives(4);
-  report.set_collective_digest(0x9e3779b97f4a7c15ULL ^ step);
-  report.set_step_ms(12.5);
-  report.set_compute_ms(8.0);
-  report.set_comm_ms(4.0);
-  return report;
-}
 
 // (d): thread t's ranks each report their next batch of 20 steps; returns rank-steps sent.
 uint64_t ReportRound(Cluster& cluster, int t, std::vector<uint64_t>* next_step) {
@@ -285,11 +274,6 @@ uint64_t ReportRound(Cluster& cluster, int t, std::vector<uint64_t>* next_step) 
   return sent;
 }
 
-std::string Thousands(double value) {
-  std::string digits = absl::StrCat(static_cast<uint64_t>(value + 0.5));
-  for (int at = static_cast<int>(digits.size()) - 3; at > 0; at -= 3) digits.insert(at, " ");
-  return digits;
-}
 
 void Line(uint32_t n, const char* label, const Cluster& cluster, const KvTally& kv,
           const char* calls) {
