@@ -28,24 +28,9 @@ namespace ringleader {
 namespace {
 
 using fuzz::CodeIn;
+using fuzz::SameBits;
+using fuzz::ShapeHolds;
 
-// product(shape) == count, exactly: no wrap-around.
-bool ShapeHolds(const std::vector<uint64_t>& shape, uint64_t count) {
-  for (uint64_t d : shape) {
-    if (d == 0) return count == 0;
-  }
-  uint64_t elements = 1;
-  for (uint64_t d : shape) {
-    if (elements > std::numeric_limits<uint64_t>::max() / d) return false;
-    elements *= d;
-  }
-  return elements == count;
-}
-
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() &&
-         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
 
 void CheckSame(const CheckpointData& a, const CheckpointData& b) {
   FUZZ_CHECK(a.step == b.step && a.epoch == b.epoch, "step/epoch changed in a round trip");

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -43,6 +45,23 @@ void Fail(const char* file, int line, const char* condition, const std::string& 
   std::fprintf(stderr, "%s:%d: fuzz check failed: %s: %s\n", file, line, condition, what.c_str());
   std::fflush(stderr);
   std::abort();
+}
+
+bool ShapeHolds(const std::vector<uint64_t>& shape, uint64_t count) {
+  for (uint64_t d : shape) {
+    if (d == 0) return count == 0;
+  }
+  uint64_t elements = 1;
+  for (uint64_t d : shape) {
+    if (elements > std::numeric_limits<uint64_t>::max() / d) return false;
+    elements *= d;
+  }
+  return elements == count;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() &&
+         (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 
 bool CodeIn(const absl::Status& status, std::initializer_list<absl::StatusCode> codes) {

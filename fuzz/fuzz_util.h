@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -37,6 +38,12 @@ std::string Concat(const Args&... args) {
 
 // Whether `status` has one of `codes` (the codes a function documents for its errors).
 bool CodeIn(const absl::Status& status, std::initializer_list<absl::StatusCode> codes);
+
+// Whether product(shape) == count exactly (no wrap-around): what a reader returned holds up.
+bool ShapeHolds(const std::vector<uint64_t>& shape, uint64_t count);
+
+// Whether two float vectors are identical bit for bit.
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b);
 
 // A directory of this process's own (under $TEST_TMPDIR, else $TMPDIR, else /tmp), created on
 // first use and removed with its files at exit.

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-
 namespace ringleader {
 
 absl::StatusOr<std::vector<std::string>> KeyValueStore::GetMany(
