@@ -90,7 +90,9 @@ ABSL_FLAG(bool, mutex_deadlock_detection, true,
 namespace ringleader {
 namespace {
 
+using bench::CpuSeconds;
 using bench::StepOf;
+using bench::ThreadCpuSeconds;
 using bench::Thousands;
 
 constexpr int kStepsPerReport = 20;
@@ -123,14 +125,6 @@ absl::Status FromGrpc(const grpc::Status& status, const char* rpc) {
 
 std::chrono::system_clock::time_point DeadlineIn(absl::Duration timeout) {
   return absl::ToChronoTime(absl::Now() + timeout);
-}
-
-// CPU seconds of this process (client and server together), user + system.
-double CpuSeconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 
@@ -428,13 +422,6 @@ void Rendezvous(Cluster& cluster, uint32_t n, Phases* phases, Tally* tally) {
   phases->addresses_got = absl::Now() - start;
 }
 
-// CPU seconds of the calling thread.
-double ThreadCpuSeconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
-}
-
 // A sustained run: units done per second, and the CPU it took.
 struct Rate {
   uint64_t units = 0;
@@ -495,7 +482,6 @@ uint64_t HeartbeatRound(Cluster& cluster, int t) {
   }
   return sent;
 }
-
 
 // (c): thread t's ranks each report their next batch of 20 steps; returns rank-steps sent.
 uint64_t ReportRound(Cluster& cluster, int t, std::vector<uint64_t>* next_step) {

@@ -1,5 +1,8 @@
 #include "coordinator/load_benchmark_util.h"
 
+#include <sys/resource.h>
+#include <time.h>
+
 #include "absl/strings/str_cat.h"
 
 namespace ringleader {
@@ -18,6 +21,19 @@ v1::StepReport StepOf(uint64_t step, uint32_t rank) {
   report.set_compute_ms(8.0);
   report.set_comm_ms(4.0);
   return report;
+}
+
+double CpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+double ThreadCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) / 1e9;
 }
 
 std::string Thousands(double value) {

