@@ -192,15 +192,14 @@ TEST_F(WorkerDaemonTest, LostLeaseWithItsRankTakenBackLeavesTheChildRunning) {
 // Heartbeats fail (the coordinator is down): the rank runs on for the coordinator's grace, then
 // is stopped and not reported; the daemon carries on.
 TEST_F(WorkerDaemonTest, UnreachableCoordinatorPastTheGraceStopsTheChildWithoutReportingIt) {
-  FakeClock clock;
-  options_.clock = &clock;
+  options_.clock = &clock_;  // a fixture member: it outlives the daemon stopped in TearDown
   const std::string ready = (fs::path(std::getenv("TEST_TMPDIR")) / "outage.ready").string();
   {
     absl::MutexLock lock(&state_.mu);
     state_.grace_ms = 5000;
     state_.unreachable_when_file = ready;
     state_.unreachable_heartbeats = 6;  // 1 s each: the 6th is 6 s after the last answer
-    state_.clock = &clock;
+    state_.clock = &clock_;
   }
   StartDaemon();
   Assign(MakeAssignment("job-outage", "hang", ready));

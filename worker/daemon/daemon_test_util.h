@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/coordinator_client/mock_coordinator_client.h"
@@ -241,6 +242,9 @@ class WorkerDaemonTest : public ::testing::Test {
     return (fs::path(options_.work_dir) / AttemptDirName(a) / file).string();
   }
 
+  // Declared before the daemon so it is destroyed after it: a daemon thread may read the clock
+  // until StopDaemon() returns.
+  FakeClock clock_;
   NiceMock<MockCoordinatorClient> client_;
   CoordinatorState state_;
   WorkerDaemonOptions options_;
