@@ -76,6 +76,8 @@ batch_size: 64
 model: {kind: mlp, layers: [784, 2048, 2048, 10]}
 data: {dataset: fashion-mnist, max_train_examples: $examples, max_test_examples: 256}
 optimizer: {kind: sgd, learning_rate: 0.01, momentum: 0.9}
+# The namespaces are one machine: without this the ranks would share memory, not the link.
+sync: {shared_memory: false}
 YAML
 
 rate_of() {  # comm_dtype overlap -> train samples/s of one job

@@ -219,6 +219,7 @@ void ApplyJobSpecDefaults(JobSpec* spec) {
   if (!sync->has_first_bucket_mb()) sync->set_first_bucket_mb(1);
   if (!sync->has_broadcast_buffers()) sync->set_broadcast_buffers(true);
   if (!sync->has_overlap()) sync->set_overlap(true);
+  if (!sync->has_shared_memory()) sync->set_shared_memory(true);
   if (!sync->has_gradient_accumulation_steps()) sync->set_gradient_accumulation_steps(1);
   if (sync->comm_dtype().empty()) sync->set_comm_dtype("fp32");
 

@@ -31,7 +31,8 @@ struct JobSpecLimits {
 // Fills every unset field with its documented default (see README "Job spec"):
 // backend "gloo", strategy "ddp", model mlp 784-256-128-10, dataset fashion-mnist at the Debian
 // path, sgd lr 0.05 momentum 0.9 weight_decay 5e-4 dampening 0, bucket_cap_mb 25,
-// first_bucket_mb 1, broadcast_buffers true, overlap true, accumulation 1, comm_dtype fp32,
+// first_bucket_mb 1, broadcast_buffers true, overlap true, shared_memory true, accumulation 1,
+// comm_dtype fp32,
 // epochs 3, batch 64, seed 1, drift every 50 steps, collective timeout 60 s.
 // Numeric and boolean fields are proto3 `optional` and filled only when unset, so an explicit
 // momentum 0 stays 0 and an explicit epochs 0 is reported by ValidateJobSpec; strings are filled

@@ -47,6 +47,9 @@ struct Case {
   int victim;
   // Words of the victim's last phase the reason must quote (SIGSTOP cases).
   std::string phase_words;
+  // The ranks talk over gloo's TCP (sync.shared_memory false): the connect phase exists only
+  // there. Otherwise they share memory, as two ranks of one host do by default.
+  bool tcp = false;
 };
 
 class FaultMatrixE2eTest : public ::testing::TestWithParam<Case> {
@@ -76,6 +79,7 @@ class FaultMatrixE2eTest : public ::testing::TestWithParam<Case> {
     faults->set_pause_rank(c.victim);
     faults->set_pause_phase(c.phase);
     faults->set_pause_ms(kPauseMs);
+    spec.mutable_sync()->set_shared_memory(!c.tcp);
     return spec;
   }
 
@@ -160,12 +164,15 @@ INSTANTIATE_TEST_SUITE_P(
     Matrix, FaultMatrixE2eTest,
     ::testing::Values(
         Case{"stop-rendezvous", SIGSTOP, v1::RANK_PHASE_RENDEZVOUS, 1, "in the rendezvous"},
-        Case{"stop-connecting", SIGSTOP, v1::RANK_PHASE_CONNECTING, 1, "connecting (to rank 0 at"},
+        Case{"stop-connecting", SIGSTOP, v1::RANK_PHASE_CONNECTING, 1, "connecting (to rank 0 at",
+             /*tcp=*/true},
         Case{"stop-training", SIGSTOP, v1::RANK_PHASE_TRAINING, 1, "training (step"},
         Case{"stop-checkpointing", SIGSTOP, v1::RANK_PHASE_CHECKPOINTING, 0,
              "writing a checkpoint"},
         Case{"kill-rendezvous", SIGKILL, v1::RANK_PHASE_RENDEZVOUS, 1, ""},
-        Case{"kill-connecting", SIGKILL, v1::RANK_PHASE_CONNECTING, 1, ""},
+        Case{"kill-connecting", SIGKILL, v1::RANK_PHASE_CONNECTING, 1, "", /*tcp=*/true},
+        Case{"stop-training-tcp", SIGSTOP, v1::RANK_PHASE_TRAINING, 1, "training (step", true},
+        Case{"kill-training-tcp", SIGKILL, v1::RANK_PHASE_TRAINING, 1, "", true},
         Case{"kill-training", SIGKILL, v1::RANK_PHASE_TRAINING, 1, ""},
         Case{"kill-checkpointing", SIGKILL, v1::RANK_PHASE_CHECKPOINTING, 0, ""}),
     [](const ::testing::TestParamInfo<Case>& info) {

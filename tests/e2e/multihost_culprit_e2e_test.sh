@@ -68,6 +68,8 @@ max_restarts: 0
 collective_timeout_ms: 5000
 model: {kind: mlp, layers: [32, 64, 8]}
 data: {dataset: synthetic, max_train_examples: 1024, max_test_examples: 256}
+# The namespaces are one machine: without this the ranks would share memory, not the link.
+sync: {shared_memory: false}
 YAML
 submitted_at=$(date +%s%N)
 job=$(cli --json submit "$run_dir/job.yaml" | json_get "j['job_id']") || fail "submit failed"

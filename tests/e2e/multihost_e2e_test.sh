@@ -61,6 +61,8 @@ collective_timeout_ms: 20000
 drift_interval_steps: 16
 model: {kind: mlp, layers: [32, 64, 8]}
 data: {dataset: synthetic, max_train_examples: 16384, max_test_examples: 256}
+# The namespaces are one machine: without this the ranks would share memory, not the link.
+sync: {shared_memory: false}
 YAML
 job=$(cli --json submit "$run_dir/job.yaml" | json_get "j['job_id']") || fail "submit failed"
 [ -n "$job" ] || fail "submit printed no job id"

@@ -24,99 +24,13 @@
 // Only the device header: Debian's package lacks gloo/common/memory.h, which the other tcp
 // transport headers include.
 #include "gloo/transport/tcp/device.h"
-#include "worker/collective/bf16.h"
+#include "worker/collective/host_ops.h"
 #include "worker/collective/gloo_peers.h"
 #include "worker/collective/gloo_status.h"
 #include "worker/collective/kv_gloo_store.h"
 
 namespace ringleader {
 namespace {
-
-using ReduceFn = std::function<void(void*, const void*, const void*, size_t)>;
-
-// ---- Element-wise reductions: out[i] = a[i] (op) b[i]; out may alias a or b. ----
-
-// NaN-propagating max: a NaN anywhere must survive so the drift check sees it.
-inline float MaxPropagatingNan(float a, float b) {
-  if (std::isnan(a)) return a;
-  if (std::isnan(b)) return b;
-  return a > b ? a : b;
-}
-
-void SumF32(void* out, const void* a, const void* b, size_t n) {
-  auto* o = static_cast<float*>(out);
-  const auto* x = static_cast<const float*>(a);
-  const auto* y = static_cast<const float*>(b);
-  for (size_t i = 0; i < n; ++i) o[i] = x[i] + y[i];
-}
-
-void MaxF32(void* out, const void* a, const void* b, size_t n) {
-  auto* o = static_cast<float*>(out);
-  const auto* x = static_cast<const float*>(a);
-  const auto* y = static_cast<const float*>(b);
-  for (size_t i = 0; i < n; ++i) o[i] = MaxPropagatingNan(x[i], y[i]);
-}
-
-// Each pairwise step adds in float and rounds back to bf16 (the buffer is bf16), like NCCL.
-void SumBf16(void* out, const void* a, const void* b, size_t n) {
-  auto* o = static_cast<uint16_t*>(out);
-  const auto* x = static_cast<const uint16_t*>(a);
-  const auto* y = static_cast<const uint16_t*>(b);
-  for (size_t i = 0; i < n; ++i) o[i] = FloatToBf16(Bf16ToFloat(x[i]) + Bf16ToFloat(y[i]));
-}
-
-void MaxBf16(void* out, const void* a, const void* b, size_t n) {
-  auto* o = static_cast<uint16_t*>(out);
-  const auto* x = static_cast<const uint16_t*>(a);
-  const auto* y = static_cast<const uint16_t*>(b);
-  for (size_t i = 0; i < n; ++i) {
-    o[i] = FloatToBf16(MaxPropagatingNan(Bf16ToFloat(x[i]), Bf16ToFloat(y[i])));
-  }
-}
-
-// Wraps modulo 256, as uint8 arithmetic does.
-void SumU8(void* out, const void* a, const void* b, size_t n) {
-  auto* o = static_cast<uint8_t*>(out);
-  const auto* x = static_cast<const uint8_t*>(a);
-  const auto* y = static_cast<const uint8_t*>(b);
-  for (size_t i = 0; i < n; ++i) o[i] = static_cast<uint8_t>(x[i] + y[i]);
-}
-
-void MaxU8(void* out, const void* a, const void* b, size_t n) {
-  auto* o = static_cast<uint8_t*>(out);
-  const auto* x = static_cast<const uint8_t*>(a);
-  const auto* y = static_cast<const uint8_t*>(b);
-  for (size_t i = 0; i < n; ++i) o[i] = std::max(x[i], y[i]);
-}
-
-// The pairwise function for `op` on `dtype` (kAvg reduces as kSum; the division comes after).
-// Null for combinations the backend does not support.
-void (*PairwiseReduction(DataType dtype, ReduceOp op))(void*, const void*, const void*, size_t) {
-  const bool max = op == ReduceOp::kMax;
-  switch (dtype) {
-    case DataType::kFloat32:
-      return max ? MaxF32 : SumF32;
-    case DataType::kBFloat16:
-      return max ? MaxBf16 : SumBf16;
-    case DataType::kUInt8:
-      if (op == ReduceOp::kAvg) return nullptr;
-      return max ? MaxU8 : SumU8;
-  }
-  return nullptr;  // unreachable: every enumerator is handled above
-}
-
-// Divides `count` elements of a sum by `divisor`, turning it into a mean.
-void DivideInPlace(void* data, size_t count, DataType dtype, int divisor) {
-  if (divisor == 1) return;  // x / 1 == x: one rank averages nothing
-  const float d = static_cast<float>(divisor);
-  if (dtype == DataType::kFloat32) {
-    auto* p = static_cast<float*>(data);
-    for (size_t i = 0; i < count; ++i) p[i] /= d;
-  } else if (dtype == DataType::kBFloat16) {
-    auto* p = static_cast<uint16_t*>(data);
-    for (size_t i = 0; i < count; ++i) p[i] = FloatToBf16(Bf16ToFloat(p[i]) / d);
-  }
-}
 
 // One gloo ring all-reduce of `count` elements of `dtype` in place at `data`.
 absl::Status GlooAllReduceInPlace(const std::shared_ptr<gloo::Context>& ctx, void* data,
@@ -219,12 +133,7 @@ class GlooCollective : public Collective {
                                   const CollectiveOptions& opts) override {
     const std::string what = absl::StrFormat("all_reduce(%s, %s)", ReduceOpName(op),
                                              DataTypeName(buf.dtype));
-    absl::Status valid = ValidateView(buf, "buf");
-    if (valid.ok() && PairwiseReduction(buf.dtype, op) == nullptr) {
-      valid = absl::InvalidArgumentError(absl::StrCat(
-          ReduceOpName(op), " is not supported on ", DataTypeName(buf.dtype),
-          "; use sum or max (or a float dtype for avg)"));
-    }
+    const absl::Status valid = ValidateAllReduce(buf, op);
     const int n = world_size_;
     return Enqueue(what, opts, buf.count, valid,
                    [ctx = context_, buf, op, n](uint32_t tag, std::chrono::milliseconds timeout) {
@@ -241,11 +150,7 @@ class GlooCollective : public Collective {
                                   const CollectiveOptions& opts) override {
     const std::string what = absl::StrFormat("broadcast(root %d, %s)", root,
                                              DataTypeName(buf.dtype));
-    absl::Status valid = ValidateView(buf, "buf");
-    if (valid.ok() && (root < 0 || root >= world_size_)) {
-      valid = absl::InvalidArgumentError(absl::StrCat(
-          "root ", root, " is out of range; it must be in [0, ", world_size_, ")"));
-    }
+    const absl::Status valid = ValidateBroadcast(buf, root, world_size_);
     return Enqueue(what, opts, buf.count, valid,
                    [ctx = context_, buf, root](uint32_t tag, std::chrono::milliseconds timeout) {
                      // In place: every rank's output is the buffer; the root's is also the source.
@@ -261,15 +166,7 @@ class GlooCollective : public Collective {
   std::shared_ptr<Work> AllGather(TensorView in, TensorView out,
                                   const CollectiveOptions& opts) override {
     const std::string what = absl::StrFormat("all_gather(%s)", DataTypeName(in.dtype));
-    absl::Status valid = ValidateView(in, "in");
-    if (valid.ok()) valid = ValidateView(out, "out");
-    if (valid.ok() && (out.dtype != in.dtype ||
-                       out.count != in.count * static_cast<size_t>(world_size_))) {
-      valid = absl::InvalidArgumentError(absl::StrCat(
-          "out must hold world_size x in.count = ", world_size_, " x ", in.count,
-          " elements of ", DataTypeName(in.dtype), "; got ", out.count, " of ",
-          DataTypeName(out.dtype)));
-    }
+    const absl::Status valid = ValidateAllGather(in, out, world_size_);
     return Enqueue(what, opts, in.count, valid,
                    [ctx = context_, in, out](uint32_t tag, std::chrono::milliseconds timeout) {
                      gloo::AllgatherOptions o(ctx);
@@ -285,20 +182,7 @@ class GlooCollective : public Collective {
                                       const CollectiveOptions& opts) override {
     const std::string what = absl::StrFormat("reduce_scatter(%s, %s)", ReduceOpName(op),
                                              DataTypeName(in.dtype));
-    absl::Status valid = ValidateView(in, "in");
-    if (valid.ok()) valid = ValidateView(out, "out");
-    if (valid.ok() && (out.dtype != in.dtype ||
-                       in.count != out.count * static_cast<size_t>(world_size_))) {
-      valid = absl::InvalidArgumentError(absl::StrCat(
-          "in must hold world_size x out.count = ", world_size_, " x ", out.count,
-          " elements of ", DataTypeName(out.dtype), "; got ", in.count, " of ",
-          DataTypeName(in.dtype)));
-    }
-    if (valid.ok() && PairwiseReduction(in.dtype, op) == nullptr) {
-      valid = absl::InvalidArgumentError(absl::StrCat(
-          ReduceOpName(op), " is not supported on ", DataTypeName(in.dtype),
-          "; use sum or max (or a float dtype for avg)"));
-    }
+    const absl::Status valid = ValidateReduceScatter(in, out, op, world_size_);
     const int n = world_size_;
     const int r = rank_;
     return Enqueue(
@@ -376,26 +260,13 @@ class GlooCollective : public Collective {
     bool skip_gloo = false;  // zero elements: nothing to exchange
   };
 
-  static absl::Status ValidateView(const TensorView& v, const char* name) {
-    if (v.count > 0 && v.data == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name, ".data is null but ", name, ".count is ", v.count));
-    }
-    return absl::OkStatus();
-  }
-
   std::shared_ptr<Work> Enqueue(const std::string& what, const CollectiveOptions& opts,
                                 size_t count, absl::Status valid, RunFn run,
                                 bool runs_when_empty = false) {
     auto work = std::make_shared<GlooWork>();
     const std::string description = absl::StrCat("gloo rank ", rank_, "/", world_size_, " ", what,
                                                  " bucket ", opts.bucket, " count ", count);
-    if (valid.ok() && (opts.timeout < absl::ZeroDuration() ||
-                       opts.timeout == absl::InfiniteDuration())) {
-      valid = absl::InvalidArgumentError(absl::StrCat(
-          "timeout ", absl::FormatDuration(opts.timeout),
-          " must be finite and >= 0 (0 = the collective's default)"));
-    }
+    if (valid.ok()) valid = ValidateTimeout(opts.timeout);
     if (!valid.ok()) {
       // A bad argument is the caller's bug on this rank only; it does not kill the collective.
       work->Finish(absl::InvalidArgumentError(absl::StrCat(description, ": ", valid.message())),

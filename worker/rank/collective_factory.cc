@@ -1,10 +1,14 @@
 #include "worker/rank/collective_factory.h"
 
+#include <cstdio>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/status_macros.h"
+#include "worker/collective/shm_collective.h"
 #include "worker/coordinator_client/coordinator_key_value_store.h"
 #include "worker/rank/gpu/gpu_model_runner.h"
 
@@ -19,6 +23,20 @@ CollectiveFactory MakeCollectiveFactory(CoordinatorClient* client, const GlooOpt
     const absl::Duration collective_timeout = absl::Milliseconds(a.spec().collective_timeout_ms());
     const int rank = static_cast<int>(a.rank());
     const int world_size = static_cast<int>(a.world_size());
+    if (a.spec().backend() == "gloo" && a.spec().sync().shared_memory()) {
+      ShmOptions shm;
+      shm.rendezvous_timeout = gloo.rendezvous_timeout;
+      shm.collective_timeout = collective_timeout;
+      shm.clock = gloo.clock;
+      shm.on_progress = progress;
+      ASSIGN_OR_RETURN(ShmRendezvous on_host,
+                       CreateShmCollective(store, prefix, rank, world_size, shm));
+      if (on_host.collective != nullptr) return std::move(on_host.collective);
+      std::fprintf(stderr,
+                   "[ringleader-rank] rank %d: not every rank can map this host's shared memory "
+                   "(%s): using gloo over TCP\n",
+                   rank, on_host.unavailable.c_str());
+    }
     if (a.spec().backend() == "gloo") {
       GlooOptions options = gloo;
       options.collective_timeout = collective_timeout;

@@ -1,7 +1,8 @@
 // The rank process's CollectiveFactory (training_loop.h): the job's backend over the coordinator's
 // key-value store, keys prefixed "<job>/<generation>/" so attempts never see each other's keys.
 //
-//   backend gloo  → GlooCollective (TCP; listens on gloo.hostname)
+//   backend gloo  → with sync.shared_memory (default), ShmCollective when every rank maps this
+//                   host's segment; else GlooCollective (TCP; listens on gloo.hostname)
 //   backend nccl  → NcclCollective on the runner's GPU, after its compute stream
 //                   (CreateRankNcclCollective; "no usable GPU: ..." in the CPU-only build)
 //   anything else → INVALID_ARGUMENT naming `backend`
