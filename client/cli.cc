@@ -91,7 +91,10 @@ const std::vector<CommandSpec>& Commands() {
          "only jobs in state S (queued, rendezvous, running, succeeded, failed, cancelled); "
          "repeat for several",
          /*repeated=*/true},
-        {"limit", "N", "at most N jobs, the most recently submitted"}}},
+        {"limit", "N", "at most N jobs, the most recently submitted"},
+        {"archived", "",
+         "also the finished jobs the coordinator archived (beyond its --jobs_kept), marked "
+         "'(archived)'"}}},
       {"workers", "", 0, 0, "list registered workers", "", {}},
       {"cancel",
        "JOB",
@@ -310,6 +313,7 @@ int RunCli(const std::vector<std::string>& args, const CommandEnvironment& base_
                << line->Value("limit") << "'\n";
       return kExitUsage;
     }
+    list.archived = line->Has("archived");
   }
 
   PlotOptions plot;

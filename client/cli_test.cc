@@ -33,7 +33,9 @@ class ForwardingJobClient : public JobClient {
                                              absl::Duration wait) override {
     return target_->Watch(id, after, wait);
   }
-  absl::StatusOr<v1::ListJobsResponse> List() override { return target_->List(); }
+  absl::StatusOr<v1::ListJobsResponse> List(bool include_archived) override {
+    return target_->List(include_archived);
+  }
   absl::StatusOr<v1::ListWorkersResponse> ListWorkers() override { return target_->ListWorkers(); }
   absl::StatusOr<v1::CancelJobResponse> Cancel(const std::string& id,
                                                const std::string& reason) override {
@@ -122,7 +124,7 @@ TEST_F(CliTest, UsageErrorsExitTwoWithUsage) {
 }
 
 TEST_F(CliTest, GlobalFlagsReachTheFactory) {
-  EXPECT_CALL(client_, List()).WillOnce(Return(v1::ListJobsResponse()));
+  EXPECT_CALL(client_, List(false)).WillOnce(Return(v1::ListJobsResponse()));
   EXPECT_EQ(Run({"--coordinator", "head:7000", "list", "--timeout=2.5"}), kExitOk);
   EXPECT_EQ(address_, "head:7000");
   EXPECT_EQ(timeout_, absl::Milliseconds(2500));
@@ -132,6 +134,27 @@ TEST_F(CliTest, GlobalFlagsReachTheFactory) {
   EXPECT_EQ(Run({"workers", "--timeout", "500ms"}), kExitOk);
   EXPECT_EQ(address_, kDefaultCoordinator);
   EXPECT_EQ(timeout_, absl::Milliseconds(500));
+}
+
+TEST_F(CliTest, ListArchivedAsksForTheArchivedJobsToo) {
+  v1::ListJobsResponse jobs;
+  v1::JobStatus* old = jobs.add_jobs();
+  old->set_job_id("job-000001");
+  old->set_state(v1::JOB_STATE_SUCCEEDED);
+  old->set_archived(true);
+  v1::JobStatus* recent = jobs.add_jobs();
+  recent->set_job_id("job-000002");
+  recent->set_state(v1::JOB_STATE_FAILED);
+  EXPECT_CALL(client_, List(true)).WillOnce(Return(jobs));
+  EXPECT_EQ(Run({"list", "--archived"}), kExitOk) << err_.str();
+  EXPECT_THAT(out_.str(), HasSubstr("job-000001  -     SUCCEEDED (archived)"));
+  EXPECT_THAT(out_.str(), HasSubstr("job-000002  -     FAILED "));
+  EXPECT_CALL(client_, List(false)).WillOnce(Return(v1::ListJobsResponse()));
+  EXPECT_EQ(Run({"list"}), kExitOk);
+  EXPECT_EQ(Run({"list", "--archived=yes"}), kExitUsage);
+  out_.str("");
+  EXPECT_EQ(Run({"list", "--help"}), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("--archived"));
 }
 
 TEST_F(CliTest, SubmitFlagsBecomeSpecFields) {
@@ -227,7 +250,7 @@ TEST_F(CliTest, MetricsDispatchesWithFormatAndOutput) {
 }
 
 TEST_F(CliTest, TlsComesFromTlsDirOrItsDefaultAndInsecureIsExplicit) {
-  EXPECT_CALL(client_, List()).WillRepeatedly(Return(v1::ListJobsResponse()));
+  EXPECT_CALL(client_, List(false)).WillRepeatedly(Return(v1::ListJobsResponse()));
   EXPECT_EQ(Run({"list"}), kExitOk);
   EXPECT_EQ(connect_options_.tls_dir, "certs");
   EXPECT_FALSE(connect_options_.insecure);
@@ -245,7 +268,7 @@ TEST_F(CliTest, TlsComesFromTlsDirOrItsDefaultAndInsecureIsExplicit) {
 }
 
 TEST_F(CliTest, TheTokenComesFromTokenFileOrItsDefault) {
-  EXPECT_CALL(client_, List()).WillRepeatedly(Return(v1::ListJobsResponse()));
+  EXPECT_CALL(client_, List(false)).WillRepeatedly(Return(v1::ListJobsResponse()));
   env_.default_token = "from-the-environment-0123";
   EXPECT_EQ(Run({"list"}), kExitOk);
   EXPECT_EQ(connect_options_.token, "from-the-environment-0123");

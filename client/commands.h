@@ -55,6 +55,8 @@ struct ListOptions {
   std::vector<v1::JobState> states;
   // At most this many, the most recently submitted (0 = all).
   size_t limit = 0;
+  // Also the jobs the coordinator archived (finished jobs beyond its --jobs_kept).
+  bool archived = false;
 };
 
 // "queued" -> JOB_STATE_QUEUED, ... (case-insensitive). INVALID_ARGUMENT naming --state and

@@ -235,7 +235,7 @@ TEST_F(CommandsTest, ListAndWorkersTables) {
   worker->set_heartbeat_age_ms(300);
   v1::Device* device = worker->add_devices();
   device->set_kind("cpu");
-  EXPECT_CALL(client_, List()).WillOnce(Return(jobs));
+  EXPECT_CALL(client_, List(false)).WillOnce(Return(jobs));
   EXPECT_CALL(client_, ListWorkers()).WillOnce(Return(workers));
   EXPECT_EQ(RunList(ListOptions(), client_, env_), kExitOk);
   EXPECT_THAT(out_.str(), HasSubstr("JOB  NAME    STATE    WORLD  BACKEND  GEN  STEP  ACCURACY"));
@@ -244,6 +244,17 @@ TEST_F(CommandsTest, ListAndWorkersTables) {
   EXPECT_EQ(RunWorkers(client_, env_), kExitOk);
   EXPECT_THAT(out_.str(), HasSubstr("WORKER  NAME   HOST   STATE  DEVICES  JOB  RANK  HEARTBEAT"));
   EXPECT_THAT(out_.str(), HasSubstr("w-0     node0  host0  BUSY   cpu:0    j-3  0     300ms"));
+}
+
+TEST_F(CommandsTest, StatusOfAnArchivedJobSaysSo) {
+  v1::GetJobResponse response;
+  *response.mutable_job() = RunningJob();
+  response.mutable_job()->set_state(v1::JOB_STATE_SUCCEEDED);
+  response.mutable_job()->set_archived(true);
+  EXPECT_CALL(client_, Get("j-3")).WillOnce(Return(response));
+  EXPECT_EQ(RunStatus("j-3", client_, env_), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("state        SUCCEEDED\narchived     yes: its final "
+                                    "status, from the coordinator's job store"));
 }
 
 TEST_F(CommandsTest, CancelReportsSuccessAndRefusal) {

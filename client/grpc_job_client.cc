@@ -35,9 +35,10 @@ class GrpcJobClient : public JobClient {
   }
 
   // Every page, concatenated (the coordinator answers at most 1000 a call).
-  absl::StatusOr<v1::ListJobsResponse> List() override {
+  absl::StatusOr<v1::ListJobsResponse> List(bool include_archived) override {
     v1::ListJobsResponse all;
     v1::ListJobsRequest request;
+    request.set_include_archived(include_archived);
     do {
       absl::StatusOr<v1::ListJobsResponse> page =
           Call(&v1::JobService::Stub::ListJobs, request, absl::ZeroDuration());

@@ -42,8 +42,10 @@ class FakeJobService final : public v1::JobService::Service {
     response->mutable_job()->set_version(request->after_version() + 1);
     return grpc::Status::OK;
   }
-  grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*,
+  grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* request,
                         v1::ListJobsResponse* response) override {
+    absl::MutexLock lock(&mu_);
+    list_include_archived_ = request->include_archived();
     response->add_jobs()->set_job_id("j-1");
     response->add_jobs()->set_job_id("j-2");
     return grpc::Status::OK;
@@ -101,6 +103,7 @@ class FakeJobService final : public v1::JobService::Service {
   std::string cancel_reason_ ABSL_GUARDED_BY(mu_);
   std::chrono::system_clock::duration metrics_deadline_left_ ABSL_GUARDED_BY(mu_);
   v1::GetLogsRequest logs_request_ ABSL_GUARDED_BY(mu_);
+  bool list_include_archived_ ABSL_GUARDED_BY(mu_) = false;
   std::chrono::system_clock::duration logs_deadline_left_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -168,9 +171,18 @@ TEST_F(GrpcJobClientTest, WatchSendsVersionAndWaitAndExtendsTheDeadline) {
 }
 
 TEST_F(GrpcJobClientTest, ListCalls) {
-  absl::StatusOr<v1::ListJobsResponse> jobs = client_->List();
+  absl::StatusOr<v1::ListJobsResponse> jobs = client_->List(false);
   ASSERT_TRUE(jobs.ok()) << jobs.status();
   EXPECT_EQ(jobs->jobs_size(), 2);
+  {
+    absl::MutexLock lock(&service_.mu_);
+    EXPECT_FALSE(service_.list_include_archived_);
+  }
+  ASSERT_TRUE(client_->List(true).ok());
+  {
+    absl::MutexLock lock(&service_.mu_);
+    EXPECT_TRUE(service_.list_include_archived_);
+  }
   absl::StatusOr<v1::ListWorkersResponse> workers = client_->ListWorkers();
   ASSERT_TRUE(workers.ok()) << workers.status();
   EXPECT_EQ(workers->workers(0).name(), "node0");
@@ -227,7 +239,7 @@ TEST(GrpcJobClientNoServerTest, UnreachableCoordinatorIsUnavailable) {
   options.call_timeout = absl::Seconds(5);
   // Port 1 on loopback: nothing listens there, so the connection is refused at once.
   std::unique_ptr<JobClient> client = NewGrpcJobClient("127.0.0.1:1", options);
-  absl::StatusOr<v1::ListJobsResponse> jobs = client->List();
+  absl::StatusOr<v1::ListJobsResponse> jobs = client->List(false);
   EXPECT_EQ(jobs.status().code(), absl::StatusCode::kUnavailable) << jobs.status();
 }
 

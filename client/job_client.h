@@ -33,8 +33,11 @@ class JobClient {
                                                      uint64_t after_version,
                                                      absl::Duration wait) = 0;
 
+  // Every job (every page), oldest first; with `include_archived` also the jobs the
+  // coordinator archived (JobStatus.archived). Errors: UNAVAILABLE, DEADLINE_EXCEEDED, the
+  // coordinator's (ListJobs).
+  virtual absl::StatusOr<v1::ListJobsResponse> List(bool include_archived) = 0;
   // Errors: UNAVAILABLE, DEADLINE_EXCEEDED.
-  virtual absl::StatusOr<v1::ListJobsResponse> List() = 0;
   virtual absl::StatusOr<v1::ListWorkersResponse> ListWorkers() = 0;
 
   // Errors: NOT_FOUND; FAILED_PRECONDITION (job already finished); UNAVAILABLE;

@@ -15,7 +15,7 @@ class MockJobClient : public JobClient {
   MOCK_METHOD(absl::StatusOr<v1::GetJobResponse>, Get, (const std::string& job_id), (override));
   MOCK_METHOD(absl::StatusOr<v1::WatchJobResponse>, Watch,
               (const std::string& job_id, uint64_t after_version, absl::Duration wait), (override));
-  MOCK_METHOD(absl::StatusOr<v1::ListJobsResponse>, List, (), (override));
+  MOCK_METHOD(absl::StatusOr<v1::ListJobsResponse>, List, (bool include_archived), (override));
   MOCK_METHOD(absl::StatusOr<v1::ListWorkersResponse>, ListWorkers, (), (override));
   MOCK_METHOD(absl::StatusOr<v1::CancelJobResponse>, Cancel,
               (const std::string& job_id, const std::string& reason), (override));

@@ -62,7 +62,7 @@ class ScriptOutputTest : public ::testing::Test {
 
 TEST_F(ScriptOutputTest, ListFiltersByStateAndLimitsToTheNewest) {
   env_.json = true;
-  EXPECT_CALL(client_, List()).WillRepeatedly(Return(ThreeJobs()));
+  EXPECT_CALL(client_, List(false)).WillRepeatedly(Return(ThreeJobs()));
   ListOptions options;
   options.states = {v1::JOB_STATE_SUCCEEDED, v1::JOB_STATE_RUNNING};
   EXPECT_EQ(RunList(options, client_, env_), kExitOk);
@@ -85,7 +85,7 @@ TEST_F(ScriptOutputTest, JsonUsesProtoFieldNames) {
 }
 
 TEST_F(ScriptOutputTest, AnUnreachableCoordinatorExitsWithThree) {
-  EXPECT_CALL(client_, List()).WillOnce(Return(absl::UnavailableError("connection refused")));
+  EXPECT_CALL(client_, List(false)).WillOnce(Return(absl::UnavailableError("connection refused")));
   EXPECT_EQ(RunList(ListOptions(), client_, env_), kExitUnreachable);
   EXPECT_THAT(err_.str(), HasSubstr("is the coordinator running at 10.0.0.1:7070"));
   EXPECT_CALL(client_, Get("job-1")).WillOnce(Return(absl::DeadlineExceededError("slow")));

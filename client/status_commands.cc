@@ -72,6 +72,11 @@ std::string FormatJobStatus(const v1::JobStatus& job) {
   std::string text = absl::StrCat("job          ", job.job_id(),
                                   job.spec().name().empty() ? "" : "  " + job.spec().name(), "\n");
   absl::StrAppend(&text, "state        ", JobStateName(job.state()), "\n");
+  if (job.archived()) {
+    absl::StrAppend(&text,
+                    "archived     yes: its final status, from the coordinator's job store (its "
+                    "metrics and logs are no longer kept)\n");
+  }
   absl::StrAppend(&text, "generation   ", job.generation(), "\n");
   absl::StrAppend(&text, "fingerprint  ", job.spec_fingerprint(), "\n");
   absl::StrAppend(&text, "spec         ", SummarizeSpec(job.spec()), "\n");
@@ -170,7 +175,7 @@ absl::StatusOr<v1::JobState> ParseJobStateName(const std::string& name) {
 }
 
 int RunList(const ListOptions& options, JobClient& client, const CommandEnvironment& env) {
-  absl::StatusOr<v1::ListJobsResponse> response = client.List();
+  absl::StatusOr<v1::ListJobsResponse> response = client.List(options.archived);
   if (!response.ok()) return ReportError(response.status(), "cannot list jobs", env);
   if (!options.states.empty()) {
     auto* jobs = response->mutable_jobs();
@@ -207,7 +212,9 @@ int RunList(const ListOptions& options, JobClient& client, const CommandEnvironm
   Table table({"JOB", "NAME", "STATE", "WORLD", "BACKEND", "GEN", "STEP", "ACCURACY", "SUBMITTED"});
   for (const v1::JobStatus& job : response->jobs()) {
     table.AddRow({job.job_id(), job.spec().name().empty() ? "-" : job.spec().name(),
-                  JobStateName(job.state()), absl::StrCat(job.spec().world_size()),
+                  job.archived() ? absl::StrCat(JobStateName(job.state()), " (archived)")
+                                 : JobStateName(job.state()),
+                  absl::StrCat(job.spec().world_size()),
                   job.spec().backend(), absl::StrCat(job.generation()), SlowestStep(job),
                   job.epochs_size() > 0
                       ? FormatNumber(job.epochs(job.epochs_size() - 1).test_accuracy())

@@ -28,7 +28,9 @@ Coordinator::Coordinator(CoordinatorOptions options, Clock* clock, JobStore* sto
       store_(store),
       logger_(std::move(logger)),
       logs_(LogStoreOptions{options_.max_log_bytes_per_rank, options_.max_log_bytes_per_job,
-                            options_.max_log_bytes_total}) {}
+                            options_.max_log_bytes_total}),
+      report_limiter_(options_.max_reports_per_second_per_rank,
+                      options_.max_reports_per_second_per_rank) {}
 
 Coordinator::~Coordinator() { Shutdown(); }
 
@@ -60,6 +62,7 @@ void Coordinator::TransitionLocked(JobRecord* job, v1::JobState to, std::string 
     LogLocked(absl::StrCat("BUG: ", recorded.ToString()), deferred);
     return;
   }
+  if (IsTerminal(to)) jobs_.MarkEnded(job, clock_->Now());
   MarkChangedLocked(job);
   SaveLocked(*job, deferred);
   LogLocked(std::move(line), deferred);
@@ -79,7 +82,11 @@ void Coordinator::SaveLocked(const JobRecord& job, DeferredCallbacks* deferred) 
 }
 
 absl::Status Coordinator::Restore(std::vector<v1::JobStatus> jobs) {
+  // Read before the lock is taken (disk I/O): ids continue after archived jobs too.
+  const absl::StatusOr<uint64_t> highest_archived = store_->HighestArchivedNumber();
+  if (!highest_archived.ok()) return highest_archived.status();
   Scope scope(this);
+  jobs_.ReserveThrough(*highest_archived);
   for (v1::JobStatus& saved : jobs) {
     const v1::JobState state = saved.state();
     absl::StatusOr<JobRecord*> restored = jobs_.Restore(std::move(saved));
@@ -147,6 +154,7 @@ void Coordinator::ReleaseAttemptLocked(JobRecord* job, bool abort_unfinished,
     if (worker->state == v1::WORKER_STATE_BUSY) worker->state = v1::WORKER_STATE_IDLE;
   }
   kv_.EndAttempt(attempt, absl::FailedPreconditionError(ended), deferred);
+  report_limiter_.EndAttempt(attempt);
   schedule_needed_ = true;
 }
 
@@ -363,6 +371,106 @@ void Coordinator::PublishLocked(DeferredCallbacks* deferred) {
     }
     job->watchers = std::move(still_waiting);
   }
+  ArchiveExcessLocked(deferred);
+}
+
+void Coordinator::ArchiveExcessLocked(DeferredCallbacks* deferred) {
+  if (jobs_.ended_count() <= options_.max_finished_jobs_kept) return;
+  std::vector<std::string> archived;
+  while (jobs_.ended_count() > options_.max_finished_jobs_kept) {
+    JobRecord* job = jobs_.FirstEnded();
+    archived.push_back(job->status.job_id());
+    ArchiveLocked(job, deferred);
+  }
+  // One line per call (a restarted coordinator may archive thousands at once).
+  constexpr size_t kNamed = 5;
+  std::string named = absl::StrJoin(archived.begin(),
+                                    archived.begin() + std::min(archived.size(), kNamed), ", ");
+  if (archived.size() > kNamed) absl::StrAppend(&named, " and ", archived.size() - kNamed, " more");
+  LogLocked(absl::StrCat("archived ", archived.size() == 1 ? "job " : "jobs ", named,
+                         " (the ", options_.max_finished_jobs_kept,
+                         " most recently finished jobs stay in memory: --jobs_kept)"),
+            deferred);
+}
+
+void Coordinator::ArchiveLocked(JobRecord* job, DeferredCallbacks* deferred) {
+  const JobId id(job->status.job_id());
+  const uint64_t number = JobNumber(id.value()).value_or(0);  // the table's ids all have one
+  const absl::Time now = clock_->Now();
+  v1::JobStatus final_status = job->status;  // as saved: `archived` is set in answers only
+  v1::JobStatus answer = final_status;
+  answer.set_archived(true);
+  // Parked long polls are answered now: nothing of the job stays to wake them.
+  for (JobRecord::Watcher& watcher : job->watchers) {
+    deferred->Add([done = std::move(watcher.done), answer] { done(answer); });
+  }
+  for (JobRecord::LogWaiter& waiter : job->log_waiters) {
+    v1::GetLogsResponse response = RenderLogsLocked(*job, waiter, now);
+    response.set_attempt_over(true);  // no more output of the job is kept
+    response.set_job_over(true);
+    deferred->Add([done = std::move(waiter.done), response = std::move(response)] {
+      done(response);
+    });
+  }
+  // Everything else kept per job: its attempt's keys (ended with the attempt already), its
+  // output, and the record itself (metrics history, step judge, activity).
+  kv_.EndAttempt(AttemptId{id, Generation(final_status.generation())},
+                 absl::FailedPreconditionError(absl::StrCat("job ", id.value(), " was archived")),
+                 deferred);
+  logs_.RemoveJob(id);
+  changed_.erase(std::remove(changed_.begin(), changed_.end(), job), changed_.end());
+  jobs_.Remove(id);  // `job` dangles from here
+  ++jobs_archived_;
+  archived_restarts_ += final_status.restarts();
+  archiving_[number] = final_status;
+  deferred->Add([this, number, now, final_status = std::move(final_status)] {
+    FinishArchive(number, final_status.job_id(), store_->Archive(final_status), now);
+  });
+}
+
+void Coordinator::FinishArchive(uint64_t number, const std::string& job_id,
+                                const absl::Status& archived, absl::Time when) {
+  if (!archived.ok()) {
+    if (logger_) {
+      logger_(when, absl::StrCat("job store: could not archive job ", job_id, ": ",
+                                 archived.ToString(), " (its final status is kept in memory)"));
+    }
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  archiving_.erase(number);
+}
+
+absl::StatusOr<std::optional<v1::JobStatus>> Coordinator::ArchivedLocked(const JobId& id) {
+  if (!jobs_.Removed(id)) return absl::NotFoundError(absl::StrCat("unknown job ", id.value()));
+  const std::optional<uint64_t> number = JobNumber(id.value());
+  auto held = archiving_.find(*number);
+  if (held == archiving_.end() || held->second.job_id() != id.value()) return std::nullopt;
+  v1::JobStatus status = held->second;
+  status.set_archived(true);
+  return status;
+}
+
+absl::StatusOr<v1::JobStatus> Coordinator::LoadArchivedJob(const JobId& id) {
+  absl::StatusOr<v1::JobStatus> job = store_->LoadArchived(id.value());
+  if (job.ok()) {
+    job->set_archived(true);
+    return job;
+  }
+  if (job.status().code() == absl::StatusCode::kNotFound) {
+    return absl::NotFoundError(absl::StrCat("unknown job ", id.value()));
+  }
+  return absl::Status(job.status().code(),
+                      absl::StrCat("job ", id.value(), " is archived and the job store could not "
+                                   "read it: ", job.status().message()));
+}
+
+absl::Status Coordinator::NotInMemoryLocked(const JobId& id, absl::string_view what) const {
+  if (!jobs_.Removed(id)) return absl::NotFoundError(absl::StrCat("unknown job ", id.value()));
+  return absl::NotFoundError(absl::StrCat(
+      "job ", id.value(), " ended and was archived (the coordinator keeps the ",
+      options_.max_finished_jobs_kept, " most recently finished jobs: --jobs_kept): ", what,
+      " no longer kept; 'ringleader status ", id.value(), "' shows its final status"));
 }
 
 v1::JobStatus Coordinator::RenderLocked(const JobRecord& job) {

@@ -31,6 +31,15 @@
 // generation 0 (a job never assigned) with FAILED_PRECONDITION "job J has no attempt yet
 // (STATE): wait for an assignment".
 //
+// Finished jobs kept: at most options.max_finished_jobs_kept finished jobs stay in memory. When
+// a job ends beyond that, the finished jobs that ended first are archived: dropped from memory
+// (job table, metrics history, step judge, logs, key-value store; parked watches and log reads
+// are answered) and moved to the job store's archive with their final status
+// (JobStore::Archive, after the lock is released). GetJob and WatchJob answer an archived job's
+// final status from the store (JobStatus.archived set), ListJobsPage lists archived jobs on
+// request; GetJobMetrics and GetLogs answer NOT_FOUND saying the job was archived, attempt
+// messages FAILED_PRECONDITION (the job ended). Queued and running jobs are never archived.
+//
 // Time: every time comes from the injected Clock. Nothing happens on its own: CheckStaleness()
 // (a ticker in main, the test after advancing a FakeClock) declares workers lost, fails
 // rendezvous that ran out and answers long polls whose deadline passed.
@@ -65,6 +74,7 @@
 #include "coordinator/kv_store.h"
 #include "coordinator/log_store.h"
 #include "coordinator/options.h"
+#include "coordinator/report_rate_limiter.h"
 #include "coordinator/worker_registry.h"
 #include "proto/ringleader.pb.h"
 
@@ -94,8 +104,11 @@ class Coordinator {
   // not come back in time, or comes back without it, fails the attempt (restartable: the job
   // restarts from its last checkpoint). A job in RENDEZVOUS lost its rendezvous (the key-value
   // store lives in memory) and restarts; so does a RUNNING one when coordinator_grace is zero.
-  // New job ids continue after the highest restored one: ids never repeat.
-  // Errors: INVALID_ARGUMENT (a saved id not of the form job-N), ALREADY_EXISTS (an id twice).
+  // New job ids continue after the highest restored or archived one (the store's
+  // HighestArchivedNumber, read before the lock is taken): ids never repeat. The finished jobs
+  // beyond options.max_finished_jobs_kept that ended first are archived, as when a job ends.
+  // Errors: INVALID_ARGUMENT (a saved id not of the form job-N), ALREADY_EXISTS (an id twice),
+  // UNAVAILABLE (the store's highest archived number could not be read).
   absl::Status Restore(std::vector<v1::JobStatus> jobs);
 
   const CoordinatorOptions& options() const { return options_; }
@@ -191,7 +204,12 @@ class Coordinator {
   // attempt's StepJudge (step_judge.h): its alarms, verdict and straggler scores appear in the
   // job's status. An alarm that fails the job (checks.on_desync "fail") ends it FAILED with
   // "check failed: KIND: <the alarm's message>" and answers stop. Errors: NOT_FOUND (unknown
-  // job), FAILED_PRECONDITION (stale generation), INVALID_ARGUMENT (rank out of range).
+  // job), FAILED_PRECONDITION (stale generation), INVALID_ARGUMENT (rank out of range),
+  // RESOURCE_EXHAUSTED when the rank is over options.max_reports_per_second_per_rank (a token
+  // bucket per job, generation and rank, bursts of as many, every call counting, keepalives
+  // included: report_rate_limiter.h); the message names the rank, the limit and
+  // --max_reports_per_second; the call changed nothing: retry it later. A call about an
+  // attempt that is over is never refused so (it answers stop).
   // `activity` (phase UNSPECIFIED = not said) is where the rank is now: kept for the job's
   // status and for failure reasons, without waking watchers.
   absl::StatusOr<StopSignal> ReportProgress(const AttemptId& attempt, Rank rank,
@@ -239,14 +257,19 @@ class Coordinator {
   // JobStatus.queued_reason (scheduler.h: WhyQueued), kept up to date on every change.
   absl::StatusOr<Submitted> SubmitJob(v1::JobSpec spec);
 
-  // Errors: NOT_FOUND.
+  // The job's status; an archived job's final status, read from the job store after the lock is
+  // released, with `archived` set. Errors: NOT_FOUND; UNAVAILABLE or DATA_LOSS (the store could
+  // not read the archived job's record).
   absl::StatusOr<v1::JobStatus> GetJob(const JobId& job);
 
-  // The current attempt's per-step, per-rank metrics (metrics_history.h). Errors: NOT_FOUND.
+  // The current attempt's per-step, per-rank metrics (metrics_history.h). Errors: NOT_FOUND
+  // (unknown job; an archived job, whose history is no longer kept: the message says so).
   absl::StatusOr<v1::GetJobMetricsResponse> GetJobMetrics(const JobId& job);
 
   // Long poll: completes with the job's status once its version exceeds `after_version`, or at
-  // `deadline` with the current status. Errors: NOT_FOUND, UNAVAILABLE (shutting down).
+  // `deadline` with the current status; an archived job at once, with its final status (as
+  // GetJob; a job archived while the poll waits completes it with its final status too).
+  // Errors: NOT_FOUND, UNAVAILABLE (shutting down), GetJob's store errors.
   void WatchJobAsync(const JobId& job, uint64_t after_version, absl::Time deadline,
                      WatchCallback done);
 
@@ -263,23 +286,36 @@ class Coordinator {
   // when such bytes arrive, when the attempt is over, or at `deadline` (without chunks).
   // attempt_over: the attempt ended at least options.log_linger ago (or a later one started)
   // and the answer holds every byte kept past the cursors; job_over: the job ended. A job that
-  // has not run yet completes at once with generation 0. Errors: NOT_FOUND (unknown job),
-  // INVALID_ARGUMENT (a rank, also one in `after`, out of range; a generation the job never
+  // has not run yet completes at once with generation 0. A poll parked when the job is archived
+  // completes with what is kept, attempt_over and job_over set. Errors: NOT_FOUND (unknown job;
+  // an archived job, whose output is no longer kept: the message says so), INVALID_ARGUMENT (a rank, also one in `after`, out of range; a generation the job never
   // had), UNAVAILABLE (shutting down).
   void GetLogsAsync(const JobId& job, LogsQuery query, absl::Time deadline, LogsCallback done);
 
-  // Every job, oldest first; every registered worker, oldest registration first.
+  // Every job in memory (archived ones not included), oldest first; every registered worker,
+  // oldest registration first.
   std::vector<v1::JobStatus> ListJobs();
   std::vector<v1::WorkerStatus> ListWorkers();
 
-  // One page of them: at most `limit`, after the job id / worker id `after` ("" = from the
-  // first); `*more` says whether any follow. Only the page is rendered.
-  std::vector<v1::JobStatus> ListJobsPage(const std::string& after, size_t limit, bool* more);
+  struct JobsPage {
+    std::vector<v1::JobStatus> jobs;
+    bool more = false;  // jobs follow the page
+  };
+  // One page of jobs in job-number order: at most `limit` numbered above the job id `after`
+  // ("" = from the first). Only the page is rendered. With `include_archived` the archived jobs
+  // are among them (`archived` set; their final statuses read from the job store after the
+  // lock is released; a job archived meanwhile is listed once). Errors: INVALID_ARGUMENT
+  // (`after` is not a job id this coordinator handed out), the store's ListArchived errors.
+  absl::StatusOr<JobsPage> ListJobsPage(const std::string& after, size_t limit,
+                                        bool include_archived);
+  // One page of workers: at most `limit`, after the worker id `after` ("" = from the first);
+  // `*more` says whether any follow.
   std::vector<v1::WorkerStatus> ListWorkersPage(const std::string& after, size_t limit,
                                                 bool* more);
 
   // QUEUED, RENDEZVOUS or RUNNING → CANCELLED with `reason` (default "cancelled"); the
-  // workers are told to abort. Errors: NOT_FOUND; FAILED_PRECONDITION (job already ended).
+  // workers are told to abort. Errors: NOT_FOUND; FAILED_PRECONDITION (job already ended,
+  // archived ones included).
   absl::Status CancelJob(const JobId& job, std::string reason);
 
   // ---- Health and lifetime -----------------------------------------------------------------
@@ -328,8 +364,11 @@ class Coordinator {
     std::map<v1::Alarm::Kind, int64_t> alarms_by_kind;
     // Heartbeat calls received since this coordinator started (refused ones included).
     uint64_t heartbeats_received = 0;
-    // Restarts of every job, in all (JobStatus.restarts summed; restored jobs' included).
+    // Restarts of every job, in all (JobStatus.restarts summed; restored jobs' included, and
+    // those of the jobs archived since this coordinator started).
     uint64_t restarts = 0;
+    // Finished jobs archived since this coordinator started (options.max_finished_jobs_kept).
+    uint64_t jobs_archived = 0;
     // RUNNING jobs' ranks, by job then rank.
     std::vector<RankMetrics> ranks;
   };
@@ -381,6 +420,29 @@ class Coordinator {
   void ExpireWatchersLocked(absl::Time now, DeferredCallbacks* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailRendezvousLocked(absl::Time now, DeferredCallbacks* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Archives the finished jobs beyond options.max_finished_jobs_kept that ended first
+  // (PublishLocked, once the call's changes are published).
+  void ArchiveExcessLocked(DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the finished `job` from memory (its record dangles afterwards) and has the store
+  // archive its final status after the lock is released (kept in archiving_ until then).
+  void ArchiveLocked(JobRecord* job, DeferredCallbacks* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The store archived job number `number` (`archived` OK): its status leaves archiving_.
+  // Otherwise the failure is logged and the status stays there (served from memory).
+  void FinishArchive(uint64_t number, const std::string& job_id, const absl::Status& archived,
+                     absl::Time when) ABSL_LOCKS_EXCLUDED(mu_);
+  // A job not in the table: NOT_FOUND when `id` was never handed out; its final status
+  // (`archived` set) while its archiving has not reached the store; nullopt when the store's
+  // archive holds it (LoadArchivedJob, after the lock is released).
+  absl::StatusOr<std::optional<v1::JobStatus>> ArchivedLocked(const JobId& id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The archived job's final status from the store (`archived` set). Disk I/O: never under
+  // the lock. Errors: NOT_FOUND, the store's UNAVAILABLE / DATA_LOSS.
+  absl::StatusOr<v1::JobStatus> LoadArchivedJob(const JobId& id) ABSL_LOCKS_EXCLUDED(mu_);
+  // NOT_FOUND for a job not in the table: "unknown job J", or for an archived one why `what`
+  // (e.g. "its logs") is no longer kept.
+  absl::Status NotInMemoryLocked(const JobId& id, absl::string_view what) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A fresh step judge and metrics history for the job's current attempt.
   void StartJudgingLocked(JobRecord* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -464,8 +526,15 @@ class Coordinator {
   JobTable jobs_ ABSL_GUARDED_BY(mu_);
   AttemptKvStore kv_ ABSL_GUARDED_BY(mu_);
   LogStore logs_ ABSL_GUARDED_BY(mu_);
+  // ReportProgress buckets of running attempts (dropped by ReleaseAttemptLocked).
+  ReportRateLimiter report_limiter_ ABSL_GUARDED_BY(mu_);
   // Jobs changed during the current call (published by PublishLocked).
   std::vector<JobRecord*> changed_ ABSL_GUARDED_BY(mu_);
+  // Final statuses of jobs archived in memory whose JobStore::Archive has not returned yet (or
+  // failed), by job number.
+  std::map<uint64_t, v1::JobStatus> archiving_ ABSL_GUARDED_BY(mu_);
+  uint64_t jobs_archived_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t archived_restarts_ ABSL_GUARDED_BY(mu_) = 0;  // JobStatus.restarts of those
   // Set when workers became IDLE or jobs were queued during the current call.
   bool schedule_needed_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

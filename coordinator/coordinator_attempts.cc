@@ -42,6 +42,10 @@ bool AllRanks(const v1::JobStatus& job, bool (*predicate)(const v1::RankStatus&)
 
 absl::StatusOr<JobRecord*> Coordinator::FindAttemptLocked(const AttemptId& attempt) {
   JobRecord* job = jobs_.Find(attempt.job);
+  if (job == nullptr && jobs_.Removed(attempt.job)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", attempt.job.value(), " already ended and was archived: abandon this attempt"));
+  }
   if (job == nullptr) {
     return absl::NotFoundError(absl::StrCat("unknown job ", attempt.job.value()));
   }
@@ -165,6 +169,15 @@ absl::StatusOr<Coordinator::StopSignal> Coordinator::ReportProgress(
   };
   if (AttemptOver(job->status)) {
     return answer(true, std::string(AttemptEnded(job->status).message()));
+  }
+  // Checked after the attempt and the rank: buckets exist only for ranks of running attempts.
+  if (!report_limiter_.Allow(attempt, rank.value(), clock_->Now())) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "ReportProgress: rank ", rank.value(), " of ", attempt.job.value(), " (generation ",
+        attempt.generation.value(), ") is over its limit of ", report_limiter_.per_second(),
+        " calls per second (bursts of ", report_limiter_.burst(),
+        "; CoordinatorOptions::max_reports_per_second_per_rank, the coordinator's "
+        "--max_reports_per_second): retry later, with the steps batched into fewer calls"));
   }
   job->last_contact[rank.value()] = clock_->Now();
   if (activity.phase() != v1::RANK_PHASE_UNSPECIFIED) {

@@ -87,7 +87,7 @@ void Coordinator::GetLogsAsync(const JobId& id, LogsQuery query, absl::Time dead
   };
   if (shut_down_) return answer(absl::UnavailableError("the coordinator is shutting down"));
   JobRecord* job = jobs_.Find(id);
-  if (job == nullptr) return answer(absl::NotFoundError(absl::StrCat("unknown job ", id.value())));
+  if (job == nullptr) return answer(NotInMemoryLocked(id, "its output is"));
   const v1::JobStatus& status = job->status;
   const uint32_t world = status.spec().world_size();
   auto out_of_range = [&](uint32_t rank) {

@@ -26,6 +26,8 @@ Coordinator::MetricsSnapshot Coordinator::Metrics() {
 
   absl::MutexLock lock(&mu_);  // reads only: nothing to publish, no callback to run
   snapshot.heartbeats_received = heartbeats_received_;
+  snapshot.jobs_archived = jobs_archived_;
+  snapshot.restarts = archived_restarts_;  // the jobs in memory add theirs below
   for (WorkerRecord* worker : workers_.InRegistrationOrder()) {
     ++snapshot.workers_by_state[worker->state];
   }

@@ -41,8 +41,10 @@ using CapturedJob = Captured<absl::StatusOr<v1::JobStatus>>;
 
 class CoordinatorTest : public ::testing::Test {
  protected:
-  CoordinatorTest()
-      : coordinator_(Options(), &clock_, &store_,
+  CoordinatorTest() : CoordinatorTest(Options()) {}
+  // A fixture whose coordinator runs with `options` (e.g. Options() with one limit lowered).
+  explicit CoordinatorTest(CoordinatorOptions options)
+      : coordinator_(std::move(options), &clock_, &store_,
                      [this](absl::Time, const std::string& line) { log_.push_back(line); }) {}
 
   static CoordinatorOptions Options() {

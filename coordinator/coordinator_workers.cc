@@ -103,7 +103,11 @@ std::string Coordinator::ReattachLocked(WorkerRecord* worker, const RunningRank&
       absl::StrCat("rank ", running.rank.value(), " of job ", running.attempt.job.value(),
                    " generation ", running.attempt.generation.value());
   JobRecord* job = jobs_.Find(running.attempt.job);
-  if (job == nullptr) return absl::StrCat(what, ": unknown job");
+  if (job == nullptr) {
+    return absl::StrCat(what, jobs_.Removed(running.attempt.job)
+                                  ? ": that job ended long ago (it was archived)"
+                                  : ": unknown job");
+  }
   v1::JobStatus& status = job->status;
   if (status.generation() != running.attempt.generation.value() ||
       status.state() != v1::JOB_STATE_RUNNING) {

@@ -1,13 +1,13 @@
 #include "coordinator/job_table.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "coordinator/job_state.h"
+#include "coordinator/job_store.h"
 
 namespace ringleader {
 
@@ -28,13 +28,12 @@ JobRecord* JobTable::Add(v1::JobSpec spec, std::string fingerprint, absl::Time n
 }
 
 absl::StatusOr<JobRecord*> JobTable::Restore(v1::JobStatus status) {
-  uint64_t sequence = 0;
-  absl::string_view digits = status.job_id();
-  if (!absl::ConsumePrefix(&digits, "job-") || !absl::SimpleAtoi(digits, &sequence) ||
-      sequence == 0) {
+  const std::optional<uint64_t> number = JobNumber(status.job_id());
+  if (!number.has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat("saved job id '", status.job_id(), "' is not of the form job-N"));
   }
+  const uint64_t sequence = *number;
   const JobId id(status.job_id());
   if (sequence_by_id_.count(id) > 0 || by_sequence_.count(sequence) > 0) {
     return absl::AlreadyExistsError(absl::StrCat("job ", id.value(), " restored twice"));
@@ -45,6 +44,12 @@ absl::StatusOr<JobRecord*> JobTable::Restore(v1::JobStatus status) {
   sequence_by_id_[id] = sequence;
   if (queued) queue_.push_back(id);
   next_sequence_ = std::max(next_sequence_, sequence + 1);
+  if (IsTerminal(job.status.state())) {
+    const int transitions = job.status.transitions_size();
+    MarkEnded(&job, transitions == 0 ? absl::InfinitePast()
+                                     : absl::FromUnixMillis(job.status.transitions(transitions - 1)
+                                                                .time_unix_ms()));
+  }
   return &job;
 }
 
@@ -58,6 +63,52 @@ std::vector<JobRecord*> JobTable::All() {
   all.reserve(by_sequence_.size());
   for (auto& [sequence, job] : by_sequence_) all.push_back(&job);
   return all;
+}
+
+std::vector<JobRecord*> JobTable::After(uint64_t after_number, size_t limit) {
+  std::vector<JobRecord*> page;
+  for (auto it = by_sequence_.upper_bound(after_number);
+       it != by_sequence_.end() && page.size() < limit; ++it) {
+    page.push_back(&it->second);
+  }
+  return page;
+}
+
+void JobTable::MarkEnded(JobRecord* job, absl::Time when) {
+  if (job->ended != absl::InfiniteFuture()) return;
+  auto it = sequence_by_id_.find(JobId(job->status.job_id()));
+  if (it == sequence_by_id_.end()) return;
+  job->ended = when;
+  ended_.emplace(when, it->second);
+}
+
+JobRecord* JobTable::FirstEnded() {
+  if (ended_.empty()) return nullptr;
+  return &by_sequence_.at(ended_.begin()->second);
+}
+
+void JobTable::Remove(const JobId& id) {
+  auto it = sequence_by_id_.find(id);
+  if (it == sequence_by_id_.end()) return;
+  const uint64_t sequence = it->second;
+  auto record = by_sequence_.find(sequence);
+  if (record->second.ended != absl::InfiniteFuture()) {
+    ended_.erase({record->second.ended, sequence});
+  }
+  Dequeue(id);
+  by_sequence_.erase(record);
+  sequence_by_id_.erase(it);
+}
+
+bool JobTable::Removed(const JobId& id) const {
+  const std::optional<uint64_t> number = JobNumber(id.value());
+  return number.has_value() && *number < next_sequence_ && by_sequence_.count(*number) == 0;
+}
+
+void JobTable::ReserveThrough(uint64_t number) {
+  if (number != std::numeric_limits<uint64_t>::max()) {
+    next_sequence_ = std::max(next_sequence_, number + 1);
+  }
 }
 
 void JobTable::Requeue(const JobId& id) {

@@ -8,7 +8,9 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -88,10 +90,14 @@ struct JobRecord {
   // Whether the job changed during the current coordinator call (its watchers are answered
   // when the call publishes its changes).
   bool changed = false;
+
+  // When the job reached its terminal state (a restored job: the time of its last transition);
+  // InfiniteFuture while it has not. The table archives the jobs that ended first.
+  absl::Time ended = absl::InfiniteFuture();
 };
 
 // Not thread-safe: owned by the Coordinator and used under its lock. Record pointers stay valid
-// for the table's lifetime (jobs are never removed today).
+// until the job is removed (Remove: an archived job).
 class JobTable {
  public:
   // Creates a job with the next id "job-000001", "job-000002", ..., state QUEUED (transition
@@ -105,6 +111,25 @@ class JobTable {
   JobRecord* Find(const JobId& id);
   // Every job, oldest submission first.
   std::vector<JobRecord*> All();
+  // At most `limit` jobs numbered above `after_number` (0 = from the first), oldest submission
+  // first.
+  std::vector<JobRecord*> After(uint64_t after_number, size_t limit);
+
+  // Records that `job` (in this table) reached a terminal state at `when`; a job already
+  // recorded keeps its first time.
+  void MarkEnded(JobRecord* job, absl::Time when);
+  // How many jobs in the table are in a terminal state (marked ended or restored so).
+  size_t ended_count() const { return ended_.size(); }
+  // The job that ended first (ties: the lower job number); nullptr when none ended.
+  JobRecord* FirstEnded();
+  // Forgets the job (its record pointer dangles from now on; no-op when unknown). Its number is
+  // never handed out again.
+  void Remove(const JobId& id);
+  // Whether `id` is a job id this table handed out, restored or reserved once (job-N with N
+  // below the next number) whose job is no longer in the table: removed, so archived.
+  bool Removed(const JobId& id) const;
+  // Later Adds hand out numbers above `number` (the highest archived job after a restart).
+  void ReserveThrough(uint64_t number);
   // Queued job ids, oldest first.
   const std::deque<JobId>& queue() const { return queue_; }
   // Removes `id` from the queue (no-op when absent).
@@ -117,6 +142,8 @@ class JobTable {
   std::map<uint64_t, JobRecord> by_sequence_;
   absl::flat_hash_map<JobId, uint64_t> sequence_by_id_;
   std::deque<JobId> queue_;
+  // The jobs in a terminal state, by (ended, sequence): the first one ended first.
+  std::set<std::pair<absl::Time, uint64_t>> ended_;
 };
 
 }  // namespace ringleader

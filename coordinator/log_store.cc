@@ -163,6 +163,14 @@ std::vector<uint32_t> LogStore::Ranks(const JobId& job, uint64_t generation) con
   return ranks;
 }
 
+void LogStore::RemoveJob(const JobId& job) {
+  auto j = jobs_.find(job);
+  if (j == jobs_.end()) return;
+  if (j->second.last_append != 0) by_recency_.erase(j->second.last_append);
+  bytes_ -= j->second.bytes;
+  jobs_.erase(j);
+}
+
 size_t LogStore::job_bytes(const JobId& job) const {
   auto j = jobs_.find(job);
   return j == jobs_.end() ? 0 : j->second.bytes;

@@ -76,6 +76,9 @@ class LogStore {
   // Ranks of the generation that appended anything, ascending.
   std::vector<uint32_t> Ranks(const JobId& job, uint64_t generation) const;
 
+  // Drops everything kept of `job` (an archived job; no-op when there is nothing).
+  void RemoveJob(const JobId& job);
+
   // Bytes kept: in all, of one job.
   size_t bytes() const { return bytes_; }
   size_t job_bytes(const JobId& job) const;

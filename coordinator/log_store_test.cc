@@ -127,5 +127,23 @@ TEST(LogStoreTest, TheTotalBudgetTrimsTheJobLeastRecentlyWrittenTo) {
   EXPECT_EQ(Show(store.Read(other, 1, 0, 0, kAll)), "5:5:bbbbbbbbbbbbbbb");
 }
 
+TEST(LogStoreTest, RemovingAJobFreesItsBytesAndTheTotalBudget) {
+  const JobId other("job-000002");
+  LogStore store(Budgets(kAll, kAll, 10));
+  store.Append(kJob, 1, 0, 1, 0, "12345");
+  store.Append(other, 1, 0, 1, 0, "abcde");
+  ASSERT_EQ(store.bytes(), 10u);
+  store.RemoveJob(kJob);
+  EXPECT_EQ(store.bytes(), 5u);
+  EXPECT_EQ(store.job_bytes(kJob), 0u);
+  EXPECT_EQ(Show(store.Read(kJob, 1, 0, std::nullopt, kAll)), "none");
+  EXPECT_TRUE(store.Ranks(kJob, 1).empty());
+  store.RemoveJob(kJob);  // nothing left: no-op
+  // The other job keeps its bytes, and the freed budget is there for new output.
+  store.Append(JobId("job-000003"), 1, 0, 1, 0, "vwxyz");
+  EXPECT_EQ(store.bytes(), 10u);
+  EXPECT_EQ(Show(store.Read(other, 1, 0, std::nullopt, kAll)), "0:0:abcde");
+}
+
 }  // namespace
 }  // namespace ringleader

@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -82,6 +83,16 @@ ABSL_FLAG(std::string, state_dir, "",
           "memory only and lost when the coordinator stops.");
 ABSL_FLAG(int, max_queued_jobs, 1000,
           "SubmitJob refuses new jobs while this many are queued (RESOURCE_EXHAUSTED).");
+ABSL_FLAG(int, max_reports_per_second, 200,
+          "ReportProgress calls one rank of an attempt may make per second (keepalives "
+          "included), in bursts of as many; beyond it a call is refused with RESOURCE_EXHAUSTED "
+          "and the rank retries it later. 0 = no limit.");
+ABSL_FLAG(int64_t, jobs_kept, 1000,
+          "Finished jobs (succeeded, failed, cancelled) kept in memory, at least 1. Beyond it, the "
+          "ones that ended first are archived: dropped from memory (with their metrics and logs) "
+          "and moved to the job store's archive, where 'ringleader status JOB' and 'ringleader "
+          "list --archived' still read their final status. Queued and running jobs are never "
+          "archived.");
 ABSL_FLAG(bool, allow_fault_injection, false,
           "Accept job specs with model.faults (fault injection). Tests and demos only.");
 ABSL_FLAG(std::string, http_listen, "127.0.0.1:7071",
@@ -152,6 +163,23 @@ int Run() {
     return 2;
   }
   options.max_queued_jobs = static_cast<size_t>(absl::GetFlag(FLAGS_max_queued_jobs));
+  if (const int64_t kept = absl::GetFlag(FLAGS_jobs_kept); kept < 1) {
+    std::fprintf(stderr,
+                 "ringleader-coordinator: --jobs_kept must be >= 1 (finished jobs kept in "
+                 "memory; older ones are archived in the job store), got %lld\n",
+                 static_cast<long long>(kept));
+    return 2;
+  }
+  options.max_finished_jobs_kept = static_cast<size_t>(absl::GetFlag(FLAGS_jobs_kept));
+  if (absl::GetFlag(FLAGS_max_reports_per_second) < 0) {
+    std::fprintf(stderr,
+                 "ringleader-coordinator: --max_reports_per_second must be >= 0 (0 = no limit), "
+                 "got %d\n",
+                 absl::GetFlag(FLAGS_max_reports_per_second));
+    return 2;
+  }
+  options.max_reports_per_second_per_rank =
+      static_cast<uint32_t>(absl::GetFlag(FLAGS_max_reports_per_second));
   // Checked before anything is loaded or bound: no TLS files and no --insecure is a usage error.
   const TlsConfig tls{absl::GetFlag(FLAGS_tls_dir), "coordinator", absl::GetFlag(FLAGS_insecure)};
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = ServerCredentialsFor(tls);

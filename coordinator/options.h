@@ -2,6 +2,9 @@
 #ifndef RINGLEADER_COORDINATOR_OPTIONS_H_
 #define RINGLEADER_COORDINATOR_OPTIONS_H_
 
+#include <cstddef>
+#include <cstdint>
+
 #include "absl/time/time.h"
 #include "coordinator/attempt_tokens.h"
 #include "common/job_spec.h"
@@ -35,11 +38,28 @@ struct CoordinatorOptions {
   bool allow_fault_injection = false;
   // SubmitJob refuses a job when this many are already QUEUED (RESOURCE_EXHAUSTED).
   size_t max_queued_jobs = 1000;
+  // Finished jobs (SUCCEEDED, FAILED, CANCELLED) kept in memory (--jobs_kept). When a job
+  // ends with more than this many finished jobs in memory, the ones that ended first (ties: the
+  // lower job number) are archived: dropped from the job table with everything kept per job
+  // (metrics history, step judge, logs, parked watches) and moved to the job store's archive
+  // with their final status (JobStore::Archive, after the lock is released), where GetJob,
+  // WatchJob and ListJobs (include_archived) still read it. Queued and running jobs are never
+  // archived. Also applied by Restore to the jobs a restarted coordinator loads. main refuses
+  // 0 (here 0 would archive every job as it ends).
+  size_t max_finished_jobs_kept = 1000;
   // Limits of an attempt's key-value store (the rendezvous: a 1024-rank gloo job sets about
   // 2 keys per rank of at most 139 KB each). KvSet beyond them is refused naming the limit.
   size_t max_kv_key_bytes = 1024;
   size_t max_kv_value_bytes = size_t{4} << 20;  // 4 MiB
   size_t max_kv_keys_per_attempt = 65536;
+  // ReportProgress calls a rank of an attempt may make per second, in bursts of as many: a
+  // token bucket per (job, generation, rank) on the injected clock (report_rate_limiter.h).
+  // Every call counts, whatever it carries (a batch of steps, epochs, nothing: a keepalive).
+  // Beyond it the call is refused with RESOURCE_EXHAUSTED naming the rank, the limit and the
+  // flag (--max_reports_per_second); reporters keep their reports and retry after a backoff.
+  // The rank binary batches up to 20 steps a call (200 calls carry 4000 steps a second) and
+  // sends a keepalive a second while idle. 0 = no limit (the load benchmarks).
+  uint32_t max_reports_per_second_per_rank = 200;
   // A failed attempt with restarts left (spec.max_restarts) is placed again after a backoff:
   // restart_backoff for the first restart, doubling for each next one, at most
   // max_restart_backoff.

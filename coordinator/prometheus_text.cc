@@ -224,7 +224,8 @@ std::string CoordinatorMetricsText(const Coordinator::MetricsSnapshot& coordinat
     samples.push_back({{{"state", EnumLabel(v1::JobState_Name(state), "JOB_STATE_")}},
                        static_cast<double>(count)});
   }
-  check(writer.Gauge("ringleader_jobs", "Jobs, by state.", samples));
+  check(writer.Gauge("ringleader_jobs", "Jobs in memory, by state (archived ones not counted).",
+                     samples));
 
   samples.clear();
   for (const auto& [kind, count] : coordinator.alarms_by_kind) {
@@ -242,6 +243,10 @@ std::string CoordinatorMetricsText(const Coordinator::MetricsSnapshot& coordinat
   check(writer.Counter("ringleader_job_restarts_total",
                        "Restarts of failed job attempts, over all jobs.",
                        {{{}, static_cast<double>(coordinator.restarts)}}));
+  check(writer.Counter("ringleader_jobs_archived_total",
+                       "Finished jobs moved out of memory to the job store's archive "
+                       "(beyond --jobs_kept).",
+                       {{{}, static_cast<double>(coordinator.jobs_archived)}}));
 
   // Per rank of RUNNING jobs: one family per figure.
   struct RankFamily {

@@ -10,9 +10,12 @@
 //   ringleader_workers{state}                        gauge    idle | busy | lost
 //   ringleader_jobs{state}                           gauge    queued | rendezvous | running |
 //                                                             succeeded | failed | cancelled
+//                                                             (in memory: archived ones not
+//                                                             counted)
 //   ringleader_alarms{kind}                          gauge    grad_norm_mismatch | ... | straggler
 //   ringleader_heartbeats_received_total             counter
 //   ringleader_job_restarts_total                    counter
+//   ringleader_jobs_archived_total                   counter  finished jobs archived
 //   ringleader_rank_step{job_id,rank}                gauge    RUNNING jobs' ranks, latest report
 //   ringleader_rank_loss{job_id,rank}                gauge
 //   ringleader_rank_samples_per_second{job_id,rank}  gauge

@@ -108,6 +108,7 @@ TEST(PrometheusTextTest, CoordinatorPageHasEverySeriesWithItsLabels) {
   snapshot.alarms_by_kind = {{v1::Alarm::NOT_SYNCHRONIZED, 3}};
   snapshot.heartbeats_received = 42;
   snapshot.restarts = 2;
+  snapshot.jobs_archived = 5;
   Coordinator::RankMetrics rank;
   rank.job = "job-000001";
   rank.rank = 1;
@@ -141,6 +142,8 @@ TEST(PrometheusTextTest, CoordinatorPageHasEverySeriesWithItsLabels) {
            "# TYPE ringleader_heartbeats_received_total counter\n",
            "ringleader_heartbeats_received_total 42\n",
            "ringleader_job_restarts_total 2\n",
+           "# TYPE ringleader_jobs_archived_total counter\n",
+           "ringleader_jobs_archived_total 5\n",
            "ringleader_rank_step{job_id=\"job-000001\",rank=\"1\"} 17\n",
            "ringleader_rank_loss{job_id=\"job-000001\",rank=\"1\"} 0.5\n",
            "ringleader_rank_loss{job_id=\"job-000001\",rank=\"0\"} NaN\n",

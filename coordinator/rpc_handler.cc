@@ -259,16 +259,15 @@ void RpcHandler::GetLogs(const v1::GetLogsRequest& request, v1::GetLogsResponse*
 absl::Status RpcHandler::ListJobs(const v1::ListJobsRequest& request,
                                   v1::ListJobsResponse* response) {
   return Measured("ListJobs", [&]() -> absl::Status {
-    bool more = false;
-    std::vector<v1::JobStatus> page = coordinator_->ListJobsPage(
-        request.page_token(), PageSize(request.page_size()), &more);
-    if (page.empty() && !request.page_token().empty() &&
-        !coordinator_->GetJob(JobId(request.page_token())).ok()) {
+    absl::StatusOr<Coordinator::JobsPage> page = coordinator_->ListJobsPage(
+        request.page_token(), PageSize(request.page_size()), request.include_archived());
+    if (page.status().code() == absl::StatusCode::kInvalidArgument) {
       return absl::InvalidArgumentError(absl::StrCat(
           "page_token: '", request.page_token(), "' is not a next_page_token of ListJobs"));
     }
-    for (v1::JobStatus& job : page) *response->add_jobs() = std::move(job);
-    if (more) response->set_next_page_token(response->jobs().rbegin()->job_id());
+    if (!page.ok()) return page.status();
+    for (v1::JobStatus& job : page->jobs) *response->add_jobs() = std::move(job);
+    if (page->more) response->set_next_page_token(response->jobs().rbegin()->job_id());
     return absl::OkStatus();
   });
 }

@@ -5,7 +5,9 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -27,6 +29,10 @@ const char* const kMigrations[] = {
     "INSERT INTO schema_version VALUES(1);"
     "CREATE TABLE jobs(id TEXT PRIMARY KEY, sequence INTEGER NOT NULL,"
     "                  version INTEGER NOT NULL, status BLOB NOT NULL);",
+    // Version 2: finished jobs moved out of the coordinator's memory (JobStore::Archive).
+    "CREATE TABLE archived_jobs(id TEXT PRIMARY KEY, sequence INTEGER NOT NULL,"
+    "                           version INTEGER NOT NULL, status BLOB NOT NULL);"
+    "CREATE INDEX archived_jobs_by_sequence ON archived_jobs(sequence);",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == SqliteJobStore::kSchemaVersion,
               "one migration per schema version");
@@ -61,11 +67,36 @@ absl::StatusOr<std::string> QueryText(sqlite3* db, const char* sql) {
   return value;
 }
 
-uint64_t SequenceOf(const std::string& job_id) {
-  uint64_t sequence = 0;
-  absl::string_view digits = job_id;
-  if (absl::ConsumePrefix(&digits, "job-")) (void)absl::SimpleAtoi(digits, &sequence);
-  return sequence;
+uint64_t SequenceOf(const std::string& job_id) { return JobNumber(job_id).value_or(0); }
+
+// A prepared statement, finalized when it goes out of scope.
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) {
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) stmt_ = nullptr;
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+  bool ok() const { return stmt_ != nullptr; }
+  sqlite3_stmt* get() const { return stmt_; }
+  // Hands the statement over (the caller finalizes it).
+  sqlite3_stmt* release() {
+    sqlite3_stmt* stmt = stmt_;
+    stmt_ = nullptr;
+    return stmt;
+  }
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+// Binds (id, sequence, version, status) to ?1..?4, as jobs and archived_jobs rows hold them.
+void BindRecord(sqlite3_stmt* stmt, const v1::JobStatus& job, const std::string& bytes) {
+  sqlite3_bind_text(stmt, 1, job.job_id().c_str(), -1, SQLITE_TRANSIENT);
+  sqlite3_bind_int64(stmt, 2, static_cast<sqlite3_int64>(SequenceOf(job.job_id())));
+  sqlite3_bind_int64(stmt, 3, static_cast<sqlite3_int64>(job.version()));
+  sqlite3_bind_blob(stmt, 4, bytes.data(), static_cast<int>(bytes.size()), SQLITE_TRANSIENT);
 }
 
 // Takes <dir>/coordinator.lock; the lock file holds the owner's pid for the error message.
@@ -209,38 +240,28 @@ absl::Status SqliteJobStore::Save(const v1::JobStatus& job) {
     return absl::InternalError(absl::StrCat("cannot serialize job ", job.job_id()));
   }
   absl::MutexLock lock(&mu_);
+  // One statement (atomic): a job archived meanwhile is not put back among the saved ones.
   static constexpr char kUpsert[] =
-      "INSERT INTO jobs(id, sequence, version, status) VALUES(?1, ?2, ?3, ?4) "
+      "INSERT INTO jobs(id, sequence, version, status) "
+      "SELECT ?1, ?2, ?3, ?4 WHERE NOT EXISTS (SELECT 1 FROM archived_jobs WHERE id = ?1) "
       "ON CONFLICT(id) DO UPDATE SET version=excluded.version, status=excluded.status "
       "WHERE excluded.version >= jobs.version";
-  sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(db_, kUpsert, -1, &stmt, nullptr) != SQLITE_OK) {
-    return absl::UnavailableError(absl::StrCat(path_, ": ", SqliteError(db_)));
-  }
-  sqlite3_bind_text(stmt, 1, job.job_id().c_str(), -1, SQLITE_TRANSIENT);
-  sqlite3_bind_int64(stmt, 2, static_cast<sqlite3_int64>(SequenceOf(job.job_id())));
-  sqlite3_bind_int64(stmt, 3, static_cast<sqlite3_int64>(job.version()));
-  sqlite3_bind_blob(stmt, 4, bytes.data(), static_cast<int>(bytes.size()), SQLITE_TRANSIENT);
-  const int step = sqlite3_step(stmt);
-  sqlite3_finalize(stmt);
-  if (step != SQLITE_DONE) {
+  Statement stmt(db_, kUpsert);
+  if (!stmt.ok()) return absl::UnavailableError(absl::StrCat(path_, ": ", SqliteError(db_)));
+  BindRecord(stmt.get(), job, bytes);
+  if (sqlite3_step(stmt.get()) != SQLITE_DONE) {
     return absl::UnavailableError(
         absl::StrCat(path_, ": saving job ", job.job_id(), ": ", SqliteError(db_)));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<v1::JobStatus>> SqliteJobStore::LoadAll() const {
-  absl::MutexLock lock(&mu_);
-  sqlite3_stmt* stmt = nullptr;
-  if (sqlite3_prepare_v2(db_, "SELECT id, status FROM jobs ORDER BY sequence", -1, &stmt,
-                         nullptr) != SQLITE_OK) {
-    return absl::UnavailableError(absl::StrCat(path_, ": ", SqliteError(db_)));
-  }
+absl::StatusOr<std::vector<v1::JobStatus>> SqliteJobStore::ReadStatuses(sqlite3_stmt* stmt) const {
   std::vector<v1::JobStatus> jobs;
   int step;
   while ((step = sqlite3_step(stmt)) == SQLITE_ROW) {
-    const std::string id = reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
+    const unsigned char* id_text = sqlite3_column_text(stmt, 0);
+    const std::string id = id_text ? reinterpret_cast<const char*>(id_text) : "";
     const void* blob = sqlite3_column_blob(stmt, 1);
     const int size = sqlite3_column_bytes(stmt, 1);
     v1::JobStatus job;
@@ -256,6 +277,91 @@ absl::StatusOr<std::vector<v1::JobStatus>> SqliteJobStore::LoadAll() const {
     return absl::UnavailableError(absl::StrCat(path_, ": ", SqliteError(db_)));
   }
   return jobs;
+}
+
+absl::StatusOr<std::vector<v1::JobStatus>> SqliteJobStore::LoadAll() const {
+  absl::MutexLock lock(&mu_);
+  Statement stmt(db_, "SELECT id, status FROM jobs ORDER BY sequence");
+  if (!stmt.ok()) return absl::UnavailableError(absl::StrCat(path_, ": ", SqliteError(db_)));
+  return ReadStatuses(stmt.release());
+}
+
+absl::Status SqliteJobStore::Archive(const v1::JobStatus& final_status) {
+  if (!JobNumber(final_status.job_id()).has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot archive job '", final_status.job_id(), "': not of the form job-N"));
+  }
+  std::string bytes;
+  if (!final_status.SerializeToString(&bytes)) {
+    return absl::InternalError(absl::StrCat("cannot serialize job ", final_status.job_id()));
+  }
+  absl::MutexLock lock(&mu_);
+  const std::string what = absl::StrCat(path_, ": archiving job ", final_status.job_id());
+  if (absl::Status begun = Exec(db_, "BEGIN IMMEDIATE;", what); !begun.ok()) return begun;
+  auto fail = [&](const std::string& message) {
+    Exec(db_, "ROLLBACK;", "rollback").IgnoreError();
+    return absl::UnavailableError(absl::StrCat(what, ": ", message));
+  };
+  {
+    static constexpr char kInsert[] =
+        "INSERT INTO archived_jobs(id, sequence, version, status) VALUES(?1, ?2, ?3, ?4) "
+        "ON CONFLICT(id) DO UPDATE SET version=excluded.version, status=excluded.status "
+        "WHERE excluded.version >= archived_jobs.version";
+    Statement insert(db_, kInsert);
+    if (!insert.ok()) return fail(SqliteError(db_));
+    BindRecord(insert.get(), final_status, bytes);
+    if (sqlite3_step(insert.get()) != SQLITE_DONE) return fail(SqliteError(db_));
+  }
+  {
+    Statement remove(db_, "DELETE FROM jobs WHERE id = ?1");
+    if (!remove.ok()) return fail(SqliteError(db_));
+    sqlite3_bind_text(remove.get(), 1, final_status.job_id().c_str(), -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(remove.get()) != SQLITE_DONE) return fail(SqliteError(db_));
+  }
+  if (absl::Status committed = Exec(db_, "COMMIT;", what); !committed.ok()) {
+    Exec(db_, "ROLLBACK;", "rollback").IgnoreError();
+    return committed;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::JobStatus> SqliteJobStore::LoadArchived(const std::string& job_id) const {
+  absl::MutexLock lock(&mu_);
+  Statement stmt(db_, "SELECT id, status FROM archived_jobs WHERE id = ?1");
+  if (!stmt.ok()) return absl::UnavailableError(absl::StrCat(path_, ": ", SqliteError(db_)));
+  sqlite3_bind_text(stmt.get(), 1, job_id.c_str(), -1, SQLITE_TRANSIENT);
+  absl::StatusOr<std::vector<v1::JobStatus>> found = ReadStatuses(stmt.release());
+  if (!found.ok()) return found.status();
+  if (found->empty()) return absl::NotFoundError(absl::StrCat("job ", job_id, " is not archived"));
+  return std::move(found->front());
+}
+
+absl::StatusOr<std::vector<v1::JobStatus>> SqliteJobStore::ListArchived(uint64_t after_number,
+                                                                        size_t limit) const {
+  absl::MutexLock lock(&mu_);
+  Statement stmt(db_,
+                 "SELECT id, status FROM archived_jobs WHERE sequence > ?1 ORDER BY sequence "
+                 "LIMIT ?2");
+  if (!stmt.ok()) return absl::UnavailableError(absl::StrCat(path_, ": ", SqliteError(db_)));
+  sqlite3_bind_int64(stmt.get(), 1, static_cast<sqlite3_int64>(after_number));
+  sqlite3_bind_int64(stmt.get(), 2,
+                     static_cast<sqlite3_int64>(std::min<size_t>(limit, INT64_MAX)));
+  return ReadStatuses(stmt.release());
+}
+
+absl::StatusOr<uint64_t> SqliteJobStore::HighestArchivedNumber() const {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::string> text =
+      QueryText(db_, "SELECT COALESCE(MAX(sequence), 0) FROM archived_jobs");
+  if (!text.ok()) {
+    return absl::UnavailableError(absl::StrCat(path_, ": ", text.status().message()));
+  }
+  uint64_t highest = 0;
+  if (!absl::SimpleAtoi(*text, &highest)) {
+    return absl::UnavailableError(
+        absl::StrCat(path_, ": unreadable highest archived job number '", *text, "'"));
+  }
+  return highest;
 }
 
 }  // namespace ringleader

@@ -59,6 +59,7 @@ class Harness {
     o.max_log_bytes_per_job = 8192;
     o.max_log_bytes_total = 16384;
     o.max_log_bytes_per_answer = 2048;
+    o.max_reports_per_second_per_rank = 8;
     return o;
   }
 

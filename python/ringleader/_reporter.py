@@ -3,9 +3,11 @@
 A background thread batches the reports: `add()` never blocks training (a bounded queue; when it
 is full the oldest report is dropped, which the coordinator's step judge tolerates), and at most
 one ReportProgress is sent every `min_interval_s` (0.25 s) unless someone waits in `flush()`. UNAVAILABLE
-and DEADLINE_EXCEEDED are retried with backoff; FAILED_PRECONDITION (a stale generation: the
-attempt is over) and an answer with `stop` set `stop_reason`, which the watcher turns into
-JobStopped at the next optimizer step.
+and DEADLINE_EXCEEDED are retried with backoff, and so is RESOURCE_EXHAUSTED (the coordinator's
+limit of calls per second per rank, --max_reports_per_second: the refused call recorded
+nothing, the same batch goes again once the backoff has let the limit refill); FAILED_PRECONDITION
+(a stale generation: the attempt is over) and an answer with `stop` set `stop_reason`, which the
+watcher turns into JobStopped at the next optimizer step.
 """
 from __future__ import annotations
 
@@ -20,7 +22,10 @@ import grpc
 from ringleader._proto import ringleader_pb2 as pb
 from ringleader._proto import ringleader_pb2_grpc as pb_grpc
 
-_RETRIED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+# Answers after which the same batch is sent again (after a backoff): the coordinator could not
+# be reached, or refused the call as over its per-rank rate limit without recording it.
+_RETRIED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+            grpc.StatusCode.RESOURCE_EXHAUSTED)
 
 
 def _log(message: str) -> None:
@@ -138,13 +143,16 @@ class Reporter:
 
     def poll(self) -> bool:
         """One ReportProgress without reports (asks for stop / steps_judged). False when the
-        coordinator could not be reached."""
+        coordinator could not be reached, or refused the poll as over its rate limit
+        (RESOURCE_EXHAUSTED, not logged: poll again later)."""
         request = pb.ReportProgressRequest(job_id=self.job_id, generation=self.generation,
                                            rank=self.rank)
         try:
             response = self._stub.ReportProgress(request, timeout=self._rpc_timeout_s,
                                                     metadata=self._metadata)
         except grpc.RpcError as error:
+            if error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                return False
             return self._note_error(error, reports=0)
         self._note_answer(response)
         return True

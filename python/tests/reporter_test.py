@@ -63,6 +63,31 @@ class ReporterTest(unittest.TestCase):
         self.assertEqual([s.step for s in self.fake.steps("flaky", 0)], [1])
         self.assertEqual(reporter.dropped, 0)
 
+    def test_resource_exhausted_keeps_the_batch_and_retries_it(self) -> None:
+        # The coordinator's per-rank rate limit refuses a call without recording it.
+        self.fake.configure("limited", world_size=1,
+                            fail_code=grpc.StatusCode.RESOURCE_EXHAUSTED, fail_count=2)
+        reporter = self.reporter("limited")
+        for step in (1, 2, 3):
+            reporter.add(pb.StepReport(step=step))
+        self.assertTrue(reporter.flush(10))
+        self.assertEqual([s.step for s in self.fake.steps("limited", 0)], [1, 2, 3])
+        # The refused batch went again as it was (the first batch may hold fewer steps).
+        batches = [[s.step for s in r.steps] for r in self.fake.requests("limited")]
+        self.assertGreaterEqual(len(batches), 3)
+        self.assertEqual(batches[0], batches[1])
+        self.assertEqual(batches[1], batches[2])
+        self.assertEqual(reporter.dropped, 0)
+        self.assertIsNone(reporter.stop_reason)
+
+    def test_poll_refused_over_the_rate_limit_is_false_without_stopping(self) -> None:
+        self.fake.configure("limited-poll", world_size=1,
+                            fail_code=grpc.StatusCode.RESOURCE_EXHAUSTED, fail_count=1)
+        reporter = self.reporter("limited-poll")
+        self.assertFalse(reporter.poll())
+        self.assertTrue(reporter.poll())
+        self.assertIsNone(reporter.stop_reason)
+
     def test_stale_generation_stops_the_attempt(self) -> None:
         self.fake.configure("stale", world_size=1,
                             fail_code=grpc.StatusCode.FAILED_PRECONDITION, fail_count=1)

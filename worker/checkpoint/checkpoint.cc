@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <set>
 
@@ -20,6 +19,12 @@ constexpr const char* kMagic = kCheckpointMagic;
 constexpr size_t kMagicSize = sizeof(kCheckpointMagic) - 1;
 
 constexpr char kKind[] = "checkpoint";
+
+// ReadCheckpointFingerprint reads the magic, version, step, epoch and fingerprint length, then
+// the fingerprint (a short hex string; more than kMaxFingerprintBytes is damage).
+constexpr size_t kFingerprintFixedBytes = kMagicSize + 4 + 8 + 8 + 4;
+constexpr size_t kMaxFingerprintBytes = 4096;
+constexpr size_t kFingerprintHeadBytes = kFingerprintFixedBytes + kMaxFingerprintBytes;
 
 // ---- encoding (explicit little-endian, independent of the host) ----
 
@@ -125,53 +130,8 @@ absl::StatusOr<std::string> Encode(const std::string& path, const CheckpointData
   return out;
 }
 
-}  // namespace
-
-const CheckpointTensor* CheckpointData::FindTensor(const std::string& name) const {
-  for (const CheckpointTensor& t : tensors) {
-    if (t.name == name) return &t;
-  }
-  return nullptr;
-}
-
-absl::Status WriteCheckpoint(const std::string& path, const CheckpointData& data) {
-  if (path.empty()) return absl::InvalidArgumentError("checkpoint path is empty");
-  ASSIGN_OR_RETURN(const std::string bytes, Encode(path, data));
-  return WriteFileAtomically(kKind, path, bytes);
-}
-
-absl::StatusOr<std::string> ReadCheckpointFingerprint(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("checkpoint ", path, " cannot be opened"));
-  // magic, version, step, epoch, fingerprint length; then the fingerprint (a short hex string).
-  constexpr size_t kFixed = kMagicSize + 4 + 8 + 8 + 4;
-  std::string head(kFixed, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(kFixed));
-  if (static_cast<size_t>(in.gcount()) < kMagicSize ||
-      std::memcmp(head.data(), kMagic, kMagicSize) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("checkpoint ", path, " is not a ringleader checkpoint (bad magic)"));
-  }
-  if (static_cast<size_t>(in.gcount()) < kFixed) {
-    return absl::DataLossError(absl::StrCat("checkpoint ", path, " is corrupt: truncated header"));
-  }
-  Reader r(path, head.data() + kFixed - 4, 4);
-  ASSIGN_OR_RETURN(const uint32_t length, r.U32("spec fingerprint length"));
-  if (length > 4096) {
-    return absl::DataLossError(absl::StrCat("checkpoint ", path, " is corrupt: fingerprint of ",
-                                            length, " bytes"));
-  }
-  std::string fingerprint(length, '\0');
-  in.read(fingerprint.data(), static_cast<std::streamsize>(length));
-  if (static_cast<size_t>(in.gcount()) < length) {
-    return absl::DataLossError(absl::StrCat("checkpoint ", path, " is corrupt: truncated header"));
-  }
-  return fingerprint;
-}
-
-absl::StatusOr<CheckpointData> ReadCheckpoint(const std::string& path) {
-  ASSIGN_OR_RETURN(const std::string bytes, ReadWholeFile(kKind, path));
-
+// Everything of a checkpoint file after it was read whole (ReadCheckpoint's checks).
+absl::StatusOr<CheckpointData> Decode(const std::string& path, const std::string& bytes) {
   const size_t magic_checked = std::min(bytes.size(), kMagicSize);
   if (std::memcmp(bytes.data(), kMagic, magic_checked) != 0) {
     return absl::InvalidArgumentError(
@@ -249,6 +209,71 @@ absl::StatusOr<CheckpointData> ReadCheckpoint(const std::string& path) {
                                             r.remaining(), " unexpected bytes after the tensors"));
   }
   return data;
+}
+
+// The spec fingerprint from the first bytes of a checkpoint file (at most
+// kFingerprintHeadBytes: the fixed header and a fingerprint of up to 4096 bytes).
+absl::StatusOr<std::string> DecodeFingerprint(const std::string& path, const std::string& head) {
+  if (head.size() < kMagicSize || std::memcmp(head.data(), kMagic, kMagicSize) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint ", path, " is not a ringleader checkpoint (bad magic)"));
+  }
+  if (head.size() < kFingerprintFixedBytes) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", path, " is corrupt: truncated header"));
+  }
+  Reader r(path, head.data() + kFingerprintFixedBytes - 4, 4);
+  ASSIGN_OR_RETURN(const uint32_t length, r.U32("spec fingerprint length"));
+  if (length > kMaxFingerprintBytes) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", path, " is corrupt: fingerprint of ",
+                                            length, " bytes"));
+  }
+  if (head.size() < kFingerprintFixedBytes + length) {
+    return absl::DataLossError(absl::StrCat("checkpoint ", path, " is corrupt: truncated header"));
+  }
+  return head.substr(kFingerprintFixedBytes, length);
+}
+
+}  // namespace
+
+const CheckpointTensor* CheckpointData::FindTensor(const std::string& name) const {
+  for (const CheckpointTensor& t : tensors) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+absl::Status WriteCheckpoint(const std::string& path, const CheckpointData& data) {
+  if (path.empty()) return absl::InvalidArgumentError("checkpoint path is empty");
+  ASSIGN_OR_RETURN(const std::string bytes, Encode(path, data));
+  return WriteFileAtomically(kKind, path, bytes, DirectoryLinks::kRefuse);
+}
+
+absl::Status WriteCheckpoint(const DirectoryHandle& dir, const std::string& name,
+                             const CheckpointData& data) {
+  ASSIGN_OR_RETURN(const std::string bytes, Encode(dir.PathOf(name), data));
+  return dir.WriteFileAtomically(name, bytes);
+}
+
+absl::StatusOr<std::string> ReadCheckpointFingerprint(const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string head, ReadFileNoFollow(kKind, path, kFingerprintHeadBytes));
+  return DecodeFingerprint(path, head);
+}
+
+absl::StatusOr<std::string> ReadCheckpointFingerprint(const DirectoryHandle& dir,
+                                                      const std::string& name) {
+  ASSIGN_OR_RETURN(const std::string head, dir.ReadFile(name, kFingerprintHeadBytes));
+  return DecodeFingerprint(dir.PathOf(name), head);
+}
+
+absl::StatusOr<CheckpointData> ReadCheckpoint(const std::string& path) {
+  ASSIGN_OR_RETURN(const std::string bytes, ReadFileNoFollow(kKind, path));
+  return Decode(path, bytes);
+}
+
+absl::StatusOr<CheckpointData> ReadCheckpoint(const DirectoryHandle& dir,
+                                              const std::string& name) {
+  ASSIGN_OR_RETURN(const std::string bytes, dir.ReadFile(name));
+  return Decode(dir.PathOf(name), bytes);
 }
 
 }  // namespace ringleader

@@ -15,6 +15,10 @@
 //
 // Writes are atomic: the file is written to <path>.tmp, fsync'ed, renamed over <path>, and the
 // directory is fsync'ed, so a crash leaves either the old or the new checkpoint, never a mix.
+// Checkpoints are never written or read through a symbolic link (file_io.h): the directory is
+// opened once with O_NOFOLLOW (a directory that is a link is refused), the temporary file is
+// created relative to it with O_EXCL | O_NOFOLLOW and renamed over the final name (a link
+// there is replaced, its target untouched), and readers open the file with O_NOFOLLOW.
 // Thread-safety: free functions without shared state; concurrent writers of the same path must
 // be serialised by the caller.
 #ifndef RINGLEADER_WORKER_CHECKPOINT_CHECKPOINT_H_
@@ -27,6 +31,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "worker/checkpoint/file_io.h"
 
 namespace ringleader {
 
@@ -53,23 +58,35 @@ struct CheckpointData {
 
 // Writes `data` to `path` atomically, creating missing parent directories.
 // Errors (naming the path): INVALID_ARGUMENT for duplicate tensor names or a tensor whose data
-// size is not the product of its shape; errno-derived codes for I/O failures
-// (PERMISSION_DENIED, RESOURCE_EXHAUSTED for a full disk, ...). On error the previous
-// checkpoint at `path`, if any, is untouched.
+// size is not the product of its shape; FAILED_PRECONDITION "checkpoint directory <dir> is a
+// symbolic link ..." when the directory holding `path` is one; errno-derived codes for I/O
+// failures (PERMISSION_DENIED, RESOURCE_EXHAUSTED for a full disk, EISDIR, ...). On error the
+// previous checkpoint at `path`, if any, is untouched.
 absl::Status WriteCheckpoint(const std::string& path, const CheckpointData& data);
+// The same, as the file `name` of the opened directory `dir` (a job's checkpoint directory,
+// opened once). Errors: as above; INVALID_ARGUMENT for a name that is not one path component.
+absl::Status WriteCheckpoint(const DirectoryHandle& dir, const std::string& name,
+                             const CheckpointData& data);
 
 // Reads and verifies a checkpoint. Errors (naming the path): NOT_FOUND if missing;
-// INVALID_ARGUMENT if it is not a checkpoint (bad magic); FAILED_PRECONDITION for a version
-// this build cannot read; DATA_LOSS "checkpoint <path> is corrupt: checksum mismatch" or
-// "...: <what> is truncated / inconsistent" for damaged files; errno-derived codes for other
-// I/O failures.
+// FAILED_PRECONDITION "checkpoint <path> is a symbolic link ..." (not followed) or "... is not
+// a regular file"; INVALID_ARGUMENT if it is not a checkpoint (bad magic); FAILED_PRECONDITION
+// for a version this build cannot read; DATA_LOSS "checkpoint <path> is corrupt: checksum
+// mismatch" or "...: <what> is truncated / inconsistent" for damaged files; errno-derived codes
+// for other I/O failures.
 absl::StatusOr<CheckpointData> ReadCheckpoint(const std::string& path);
+// The same, for the file `name` of the opened directory `dir`.
+absl::StatusOr<CheckpointData> ReadCheckpoint(const DirectoryHandle& dir, const std::string& name);
 
 // The spec fingerprint in the header of the checkpoint at `path`, read without the rest of the
 // file (no CRC check: for telling whose file it is, not for trusting its contents).
-// Errors: NOT_FOUND (no file), INVALID_ARGUMENT (not a ringleader checkpoint), DATA_LOSS
-// (shorter than its header).
+// Errors: NOT_FOUND (no file), FAILED_PRECONDITION (a symbolic link, not followed; not a
+// regular file), INVALID_ARGUMENT (not a ringleader checkpoint), DATA_LOSS (shorter than its
+// header), errno-derived codes for other failures to read it.
 absl::StatusOr<std::string> ReadCheckpointFingerprint(const std::string& path);
+// The same, for the file `name` of the opened directory `dir`.
+absl::StatusOr<std::string> ReadCheckpointFingerprint(const DirectoryHandle& dir,
+                                                      const std::string& name);
 
 }  // namespace ringleader
 

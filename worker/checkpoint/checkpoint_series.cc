@@ -1,12 +1,9 @@
 // Periodic checkpoints of a job: naming, rotation and the choice of a resume point.
 #include "worker/checkpoint/checkpoint_series.h"
 
-#include <dirent.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <memory>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -17,6 +14,7 @@
 namespace ringleader {
 namespace {
 
+constexpr char kKind[] = "checkpoint";
 constexpr char kPrefix[] = "step-";
 constexpr char kSuffix[] = ".ckpt";
 
@@ -39,47 +37,63 @@ std::string PeriodicCheckpointName(uint64_t step) {
   return absl::StrFormat("%s%012d%s", kPrefix, step, kSuffix);
 }
 
-absl::StatusOr<std::vector<PeriodicCheckpoint>> ListPeriodicCheckpoints(const std::string& dir) {
-  std::unique_ptr<DIR, int (*)(DIR*)> handle(opendir(dir.c_str()), closedir);
-  if (handle == nullptr) {
-    if (errno == ENOENT) return std::vector<PeriodicCheckpoint>{};
-    return absl::ErrnoToStatus(errno, absl::StrCat("listing checkpoint directory ", dir));
-  }
+absl::StatusOr<std::vector<PeriodicCheckpoint>> ListPeriodicCheckpoints(
+    const DirectoryHandle& dir) {
+  ASSIGN_OR_RETURN(const std::vector<std::string> names, dir.ListNames());
   std::vector<PeriodicCheckpoint> found;
-  while (const dirent* entry = readdir(handle.get())) {
-    const std::optional<uint64_t> step = StepOfName(entry->d_name);
-    if (step.has_value()) found.push_back({*step, absl::StrCat(dir, "/", entry->d_name)});
+  for (const std::string& name : names) {
+    const std::optional<uint64_t> step = StepOfName(name);
+    if (step.has_value()) found.push_back({*step, dir.PathOf(name), name});
   }
   std::sort(found.begin(), found.end(),
             [](const PeriodicCheckpoint& a, const PeriodicCheckpoint& b) { return a.step < b.step; });
   return found;
 }
 
-absl::StatusOr<std::string> WritePeriodicCheckpoint(const std::string& dir,
+absl::StatusOr<std::vector<PeriodicCheckpoint>> ListPeriodicCheckpoints(const std::string& dir) {
+  absl::StatusOr<DirectoryHandle> handle = DirectoryHandle::Open(kKind, dir, /*create=*/false);
+  if (handle.status().code() == absl::StatusCode::kNotFound) {
+    return std::vector<PeriodicCheckpoint>{};
+  }
+  if (!handle.ok()) return handle.status();
+  return ListPeriodicCheckpoints(*handle);
+}
+
+absl::StatusOr<std::string> WritePeriodicCheckpoint(const DirectoryHandle& dir,
                                                     const CheckpointData& data,
                                                     uint32_t keep_last) {
-  const std::string path = absl::StrCat(dir, "/", PeriodicCheckpointName(data.step));
-  RETURN_IF_ERROR(WriteCheckpoint(path, data));
+  const std::string name = PeriodicCheckpointName(data.step);
+  RETURN_IF_ERROR(WriteCheckpoint(dir, name, data));
+  const std::string path = dir.PathOf(name);
   absl::StatusOr<std::vector<PeriodicCheckpoint>> all = ListPeriodicCheckpoints(dir);
   if (!all.ok()) return path;  // written; rotation waits for the next write
   // Only this job's own files count and go: a file another job (another fingerprint) left in
-  // the directory, or one whose header cannot be read, is never deleted.
+  // the directory, or one whose header cannot be read (a symbolic link among them), is never
+  // deleted.
   std::vector<const PeriodicCheckpoint*> own;
   for (const PeriodicCheckpoint& file : *all) {
-    absl::StatusOr<std::string> fingerprint = ReadCheckpointFingerprint(file.path);
+    absl::StatusOr<std::string> fingerprint = ReadCheckpointFingerprint(dir, file.name);
     if (fingerprint.ok() && *fingerprint == data.spec_fingerprint) own.push_back(&file);
   }
   const size_t keep = std::max<uint32_t>(1, keep_last);
-  for (size_t i = 0; i + keep < own.size(); ++i) std::remove(own[i]->path.c_str());
+  for (size_t i = 0; i + keep < own.size(); ++i) dir.Remove(own[i]->name).IgnoreError();
   return path;
 }
 
-absl::StatusOr<ResumeSearch> FindResumePoint(const std::string& dir,
+absl::StatusOr<std::string> WritePeriodicCheckpoint(const std::string& dir,
+                                                    const CheckpointData& data,
+                                                    uint32_t keep_last) {
+  ASSIGN_OR_RETURN(const DirectoryHandle handle,
+                   DirectoryHandle::Open(kKind, dir, /*create=*/true));
+  return WritePeriodicCheckpoint(handle, data, keep_last);
+}
+
+absl::StatusOr<ResumeSearch> FindResumePoint(const DirectoryHandle& dir,
                                              const std::string& fingerprint) {
   ASSIGN_OR_RETURN(std::vector<PeriodicCheckpoint> all, ListPeriodicCheckpoints(dir));
   ResumeSearch search;
   for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    absl::StatusOr<CheckpointData> data = ReadCheckpoint(it->path);
+    absl::StatusOr<CheckpointData> data = ReadCheckpoint(dir, it->name);
     if (!data.ok()) {
       search.skipped.push_back(absl::StrCat(it->path, ": ", data.status().message()));
       continue;
@@ -93,6 +107,14 @@ absl::StatusOr<ResumeSearch> FindResumePoint(const std::string& dir,
     break;
   }
   return search;
+}
+
+absl::StatusOr<ResumeSearch> FindResumePoint(const std::string& dir,
+                                             const std::string& fingerprint) {
+  absl::StatusOr<DirectoryHandle> handle = DirectoryHandle::Open(kKind, dir, /*create=*/false);
+  if (handle.status().code() == absl::StatusCode::kNotFound) return ResumeSearch{};
+  if (!handle.ok()) return handle.status();
+  return FindResumePoint(*handle, fingerprint);
 }
 
 }  // namespace ringleader

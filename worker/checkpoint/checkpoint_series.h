@@ -11,6 +11,13 @@
 // files whole. A file damaged later (disk, a partial copy) fails its CRC; the resume then
 // takes the newest file that reads back whole and names the ones it skipped.
 //
+// Symbolic links: each call opens the directory once (DirectoryHandle, file_io.h: a directory
+// that is a symbolic link is refused) and does everything else relative to it — writing,
+// listing, reading the files' headers and deleting the oldest (unlinkat) — so a link swapped
+// in meanwhile is never followed; a file that is a link is never read (a rotation leaves it, a
+// resume skips it naming why). The overloads taking a DirectoryHandle let a caller open the
+// directory once for a whole job (the rank does, see worker/rank/resume.h).
+//
 // Thread-safety: free functions; one writer per directory (rank 0).
 #ifndef RINGLEADER_WORKER_CHECKPOINT_CHECKPOINT_SERIES_H_
 #define RINGLEADER_WORKER_CHECKPOINT_CHECKPOINT_SERIES_H_
@@ -23,26 +30,36 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/checkpoint/checkpoint.h"
+#include "worker/checkpoint/file_io.h"
 
 namespace ringleader {
 
 // "step-000000000040.ckpt".
 std::string PeriodicCheckpointName(uint64_t step);
 
-// The periodic checkpoints in `dir`, oldest first, as (step, path). A missing directory has
-// none. Files whose names do not parse as step-<N>.ckpt are ignored (temp files included).
-// Errors: errno-derived codes when the directory exists but cannot be read.
+// The periodic checkpoints in `dir`, oldest first, as (step, path, name). A missing directory
+// has none. Files whose names do not parse as step-<N>.ckpt are ignored (temp files included).
+// Errors: FAILED_PRECONDITION when `dir` is a symbolic link (DirectoryHandle::Open);
+// errno-derived codes when the directory exists but cannot be read.
 struct PeriodicCheckpoint {
   uint64_t step;
-  std::string path;
+  std::string path;  // <dir>/<name>
+  std::string name;  // step-<N>.ckpt
 };
 absl::StatusOr<std::vector<PeriodicCheckpoint>> ListPeriodicCheckpoints(const std::string& dir);
+absl::StatusOr<std::vector<PeriodicCheckpoint>> ListPeriodicCheckpoints(
+    const DirectoryHandle& dir);
 
-// Writes `data` as <dir>/step-<data.step>.ckpt, then deletes the oldest periodic checkpoints of
-// the same spec fingerprint so that `keep_last` (>= 1) of them remain (files with another
-// fingerprint, or an unreadable header, are left alone: another job's data is never deleted). Returns the path written. Errors: WriteCheckpoint's; a
-// failed deletion is not an error (the file is left; the next write tries again).
+// Writes `data` as <dir>/step-<data.step>.ckpt (creating `dir` and its missing parents), then
+// deletes the oldest periodic checkpoints of the same spec fingerprint so that `keep_last`
+// (>= 1) of them remain (files with another fingerprint, or an unreadable header, are left
+// alone: another job's data is never deleted). Returns the path written. Errors:
+// DirectoryHandle::Open's (FAILED_PRECONDITION when `dir` is a symbolic link), WriteCheckpoint's;
+// a failed deletion is not an error (the file is left; the next write tries again).
 absl::StatusOr<std::string> WritePeriodicCheckpoint(const std::string& dir,
+                                                    const CheckpointData& data,
+                                                    uint32_t keep_last);
+absl::StatusOr<std::string> WritePeriodicCheckpoint(const DirectoryHandle& dir,
                                                     const CheckpointData& data,
                                                     uint32_t keep_last);
 
@@ -61,6 +78,8 @@ struct ResumeSearch {
 // job with `fingerprint` (another fingerprint: another configuration, skipped). A missing
 // directory, or none usable, finds nothing. Errors: ListPeriodicCheckpoints'.
 absl::StatusOr<ResumeSearch> FindResumePoint(const std::string& dir,
+                                             const std::string& fingerprint);
+absl::StatusOr<ResumeSearch> FindResumePoint(const DirectoryHandle& dir,
                                              const std::string& fingerprint);
 
 }  // namespace ringleader

@@ -169,5 +169,25 @@ TEST(CheckpointTest, UnwritableDirectoryIsAnErrorNamingThePath) {
   EXPECT_THAT(std::string(s.message()), HasSubstr(path));
 }
 
+TEST(CheckpointTest, ALinkAtThePathIsReplacedByTheCheckpointNotWrittenThrough) {
+  const std::string target = TempPath("link_target");
+  WriteBytes(target, "someone else's file");
+  const std::string path = TempPath("final_link.ckpt");
+  ::unlink(path.c_str());
+  ASSERT_EQ(::symlink(target.c_str(), path.c_str()), 0);
+  absl::StatusOr<CheckpointData> through = ReadCheckpoint(path);
+  EXPECT_EQ(through.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(through.status().message()), HasSubstr(path + " is a symbolic link"));
+
+  ASSERT_TRUE(WriteCheckpoint(path, Sample()).ok());
+  EXPECT_EQ(ReadBytes(target), "someone else's file");
+  struct stat st;
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  absl::StatusOr<CheckpointData> read = ReadCheckpoint(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->step, Sample().step);
+}
+
 }  // namespace
 }  // namespace ringleader

@@ -31,10 +31,13 @@ inline constexpr char kInitFromPathAttribute[] = "init_from.path";
 // as attributes, no fingerprint). The content decides, whatever the extension; a file that
 // looks like neither is read as safetensors if its name ends in ".safetensors" and as a
 // checkpoint if it is a truncated start of the magic, so that their readers name the damage.
-// The result's attributes[kInitFromPathAttribute] is `path`.
+// The result's attributes[kInitFromPathAttribute] is `path`. A checkpoint is read as
+// ReadCheckpoint reads it, never through a symbolic link at `path`; a safetensors file may be
+// one (Hugging Face's cache links its files).
 // Errors (naming the path): NOT_FOUND if missing; INVALID_ARGUMENT for a file that is neither
 // format; otherwise ReadCheckpoint's or ReadSafetensorsFile's errors (DATA_LOSS for damaged
-// files, INVALID_ARGUMENT for invalid ones, ...).
+// files, INVALID_ARGUMENT for invalid ones, FAILED_PRECONDITION for a checkpoint that is a
+// symbolic link, ...).
 absl::StatusOr<CheckpointData> ReadInitialWeights(const std::string& path);
 
 // Checks that `weights` fit `model` exactly: every parameter and buffer of the model is there,

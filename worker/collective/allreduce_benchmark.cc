@@ -1,10 +1,12 @@
-// Measures the gloo backend's all-reduce over loopback TCP with ranks as threads:
-// one flat all-reduce of the whole buffer vs the same buffer as K bucket views all-reduced
-// asynchronously (in flight together on K communication threads), for world sizes 2 and 4.
-// Prints time, bus bandwidth (bytes / time x 2(n-1)/n) and the bucketed/flat speed ratio.
+// Measures the CPU backends' all-reduce with ranks as threads — gloo over loopback TCP and the
+// shared-memory collective — one flat all-reduce of the whole buffer vs the same buffer as K
+// bucket views all-reduced asynchronously (gloo: in flight together on K communication threads;
+// shm: queued on its one thread), for world sizes 2 and 4. Prints time, bus bandwidth
+// (bytes / time x 2(n-1)/n), the bucketed/flat ratio and, with both backends, shm/gloo.
 //
-//   allreduce_benchmark --mib=100 --buckets=4 --iters=3
+//   allreduce_benchmark --mib=100 --buckets=4 --iters=3 --backends=gloo,shm
 #include <algorithm>
+#include <map>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -22,11 +24,13 @@
 #include "common/clock.h"
 #include "worker/collective/gloo_collective.h"
 #include "worker/collective/in_memory_key_value_store.h"
+#include "worker/collective/shm_collective.h"
 
 ABSL_FLAG(int, mib, 100, "Buffer size per rank in MiB (float32).");
 ABSL_FLAG(int, buckets, 4, "Number of equal bucket views for the bucketed run.");
 ABSL_FLAG(int, iters, 3, "Timed iterations per variant (after one warm-up).");
 ABSL_FLAG(std::string, world_sizes, "2,4", "Comma-separated world sizes to measure.");
+ABSL_FLAG(std::string, backends, "gloo,shm", "Comma-separated backends: gloo, shm.");
 
 namespace ringleader {
 namespace {
@@ -42,10 +46,26 @@ absl::Duration Median(std::vector<absl::Duration> v) {
   return v[v.size() / 2];
 }
 
-int Run(int n, size_t count, int buckets, int iters, Result* result) {
+absl::StatusOr<std::unique_ptr<Collective>> CreateRank(const std::string& backend,
+                                                       std::shared_ptr<KeyValueStore> store,
+                                                       int rank, int n, int buckets) {
+  const std::string prefix = absl::StrCat("bench/", n, "/", backend, "/");
+  if (backend == "shm") {
+    ShmOptions opts;
+    opts.collective_timeout = absl::Seconds(300);
+    absl::StatusOr<ShmRendezvous> r = CreateShmCollective(store, prefix, rank, n, opts);
+    if (!r.ok()) return r.status();
+    if (r->collective == nullptr) return absl::UnavailableError(r->unavailable);
+    return std::move(r->collective);
+  }
   GlooOptions opts;
   opts.comm_threads = buckets;
   opts.collective_timeout = absl::Seconds(300);
+  return CreateGlooCollective(store, prefix, rank, n, opts);
+}
+
+int Run(const std::string& backend, int n, size_t count, int buckets, int iters,
+        Result* result) {
   auto store = std::make_shared<InMemoryKeyValueStore>();
   std::vector<std::unique_ptr<Collective>> ranks(n);
   std::vector<absl::Status> errors(n);
@@ -53,7 +73,7 @@ int Run(int n, size_t count, int buckets, int iters, Result* result) {
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r) {
       threads.emplace_back([&, r] {
-        auto c = CreateGlooCollective(store, absl::StrCat("bench/", n, "/gloo/"), r, n, opts);
+        auto c = CreateRank(backend, store, r, n, buckets);
         if (c.ok()) {
           ranks[r] = std::move(*c);
         } else {
@@ -136,8 +156,9 @@ double BusBandwidthGBps(size_t bytes, absl::Duration t, int n) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "Gloo all-reduce over loopback: flat vs bucketed-async. Usage: allreduce_benchmark "
-      "[--mib=100] [--buckets=4] [--iters=3] [--world_sizes=2,4]");
+      "CPU all-reduce (gloo over loopback, shared memory): flat vs bucketed-async. Usage: "
+      "allreduce_benchmark [--mib=100] [--buckets=4] [--iters=3] [--world_sizes=2,4] "
+      "[--backends=gloo,shm]");
   absl::ParseCommandLine(argc, argv);
   const int mib = absl::GetFlag(FLAGS_mib);
   const int buckets = absl::GetFlag(FLAGS_buckets);
@@ -151,21 +172,37 @@ int main(int argc, char** argv) {
   std::printf("float32 sum all-reduce of %d MiB per rank; %d timed iterations (median), "
               "bucketed = %d x %.1f MiB views in flight on %d threads\n",
               mib, iters, buckets, static_cast<double>(mib) / buckets, buckets);
-  std::printf("%4s %12s %14s %14s %16s %8s\n", "n", "flat_ms", "flat_busbw", "bucket_ms",
-              "bucket_busbw", "ratio");
+  const std::vector<std::string> backends = absl::StrSplit(absl::GetFlag(FLAGS_backends), ',');
+  for (const std::string& b : backends) {
+    if (b != "gloo" && b != "shm") {
+      std::fprintf(stderr, "--backends: unknown backend '%s' (expected gloo or shm)\n", b.c_str());
+      return 2;
+    }
+  }
+  std::printf("%-5s %4s %12s %14s %14s %16s %8s\n", "", "n", "flat_ms", "flat_busbw",
+              "bucket_ms", "bucket_busbw", "ratio");
   for (absl::string_view ws : absl::StrSplit(absl::GetFlag(FLAGS_world_sizes), ',')) {
     const int n = std::stoi(std::string(ws));
     if (n < 2) {
       std::fprintf(stderr, "--world_sizes entries must be >= 2\n");
       return 2;
     }
-    ringleader::Result r;
-    if (ringleader::Run(n, count, buckets, iters, &r) != 0) return 1;
-    const double flat_bw = ringleader::BusBandwidthGBps(bytes, r.flat, n);
-    const double bucket_bw = ringleader::BusBandwidthGBps(bytes, r.bucketed, n);
-    std::printf("%4d %12.1f %10.2f GB/s %14.1f %12.2f GB/s %7.2fx\n", n,
-                absl::ToDoubleMilliseconds(r.flat), flat_bw,
-                absl::ToDoubleMilliseconds(r.bucketed), bucket_bw, bucket_bw / flat_bw);
+    std::map<std::string, ringleader::Result> by_backend;
+    for (const std::string& backend : backends) {
+      ringleader::Result r;
+      if (ringleader::Run(backend, n, count, buckets, iters, &r) != 0) return 1;
+      by_backend[backend] = r;
+      const double flat_bw = ringleader::BusBandwidthGBps(bytes, r.flat, n);
+      const double bucket_bw = ringleader::BusBandwidthGBps(bytes, r.bucketed, n);
+      std::printf("%-5s %4d %12.2f %10.2f GB/s %14.2f %12.2f GB/s %7.2fx\n", backend.c_str(), n,
+                  absl::ToDoubleMilliseconds(r.flat), flat_bw,
+                  absl::ToDoubleMilliseconds(r.bucketed), bucket_bw, bucket_bw / flat_bw);
+    }
+    if (by_backend.count("gloo") && by_backend.count("shm")) {
+      std::printf("      n=%d: shm is %.2fx gloo's flat speed, %.2fx its bucketed speed\n", n,
+                  absl::FDivDuration(by_backend["gloo"].flat, by_backend["shm"].flat),
+                  absl::FDivDuration(by_backend["gloo"].bucketed, by_backend["shm"].bucketed));
+    }
   }
   std::printf("ratio = bucketed busbw / flat busbw (> 1: buckets in flight are faster)\n");
   return 0;

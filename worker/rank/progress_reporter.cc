@@ -17,6 +17,12 @@ bool IsTransient(const absl::Status& status) {
          status.code() == absl::StatusCode::kDeadlineExceeded;
 }
 
+// The coordinator refuses a rank's calls beyond its rate limit (RESOURCE_EXHAUSTED) without
+// recording anything: the batch is kept and sent again once the bucket has refilled.
+bool IsRetriedReportError(const absl::Status& status) {
+  return IsTransient(status) || status.code() == absl::StatusCode::kResourceExhausted;
+}
+
 namespace {
 
 absl::Status StopStatus(const v1::ReportProgressResponse& response) {
@@ -37,6 +43,8 @@ ProgressReporter::ProgressReporter(CoordinatorClient* client, std::string job_id
       options_(std::move(options)),
       max_interval_(std::max(options_.max_interval, absl::Milliseconds(1))),
       max_steps_(static_cast<size_t>(std::max(1, options_.max_steps))),
+      max_batch_steps_(
+          std::max(max_steps_, static_cast<size_t>(std::max(0, options_.max_batch_steps)))),
       max_pending_steps_(static_cast<size_t>(std::max(1, options_.max_pending_steps))),
       clock_(options_.clock ? options_.clock : Clock::Real()),
       last_attempt_(clock_->Now()) {
@@ -203,7 +211,7 @@ absl::Duration ProgressReporter::TimeUntilIntervalLocked() const {
 
 ProgressReporter::Batch ProgressReporter::TakeBatchLocked() {
   Batch batch;
-  while (!steps_.empty() && batch.steps.size() < max_steps_) {
+  while (!steps_.empty() && batch.steps.size() < max_batch_steps_) {
     batch.steps.push_back(std::move(steps_.front()));
     steps_.pop_front();
   }
@@ -236,16 +244,18 @@ void ProgressReporter::RecordLocked(const absl::StatusOr<v1::ReportProgressRespo
       dropped_logged_ = dropped_steps_;
     }
     drop_streak_logged_ = false;
+    rate_limit_logged_ = false;
     if (answer->stop()) {
       stopped_by_coordinator_ = true;
       EndLocked(StopStatus(*answer));
     }
     return;
   }
-  if (!IsTransient(answer.status())) {
+  if (!IsRetriedReportError(answer.status())) {
     EndLocked(answer.status());
     return;
   }
+  const bool rate_limited = answer.status().code() == absl::StatusCode::kResourceExhausted;
   // Back to the head of the queue, in order; the newest reports queued meanwhile stay behind.
   for (auto it = batch.steps.rbegin(); it != batch.steps.rend(); ++it) {
     steps_.push_front(std::move(*it));
@@ -255,8 +265,16 @@ void ProgressReporter::RecordLocked(const absl::StatusOr<v1::ReportProgressRespo
   }
   DropOverflowLocked();
   backing_off_ = true;
-  if (flushing_ && attempt >= flush_first_attempt_ && flush_error_.ok()) {
+  // A refusal over the rate limit is no reason to give up a flush: it waits for the retry.
+  if (flushing_ && attempt >= flush_first_attempt_ && flush_error_.ok() && !rate_limited) {
     flush_error_ = answer.status();
+  }
+  if (rate_limited && !rate_limit_logged_) {
+    logs->push_back(absl::StrFormat(
+        "rank %d: the coordinator refused a progress report (%s); keeping the reports and "
+        "retrying every %s",
+        rank_, answer.status().ToString(), absl::FormatDuration(max_interval_)));
+    rate_limit_logged_ = true;
   }
   if (dropped_steps_ > dropped_logged_ && !drop_streak_logged_) {
     logs->push_back(absl::StrFormat(

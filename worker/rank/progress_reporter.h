@@ -13,8 +13,10 @@
 //   - an epoch report is queued (epochs go out at once; while backing off, only an epoch queued
 //     since the last attempt forces one), or
 //   - Flush() is waiting for queued reports (forcing one attempt even while backing off).
-// A batch is the oldest part of the queue: at most `max_steps` step reports, with the epoch
-// reports queued among them. A backlog therefore goes out as several batches, back to back.
+// A batch is the oldest part of the queue: at most `max_batch_steps` step reports, with the
+// epoch reports queued among them. A backlog therefore goes out as several batches, back to
+// back, each as big as allowed: a fast rank (thousands of steps a second) stays within the
+// coordinator's limit of calls per second per rank.
 // The sender wakes when an append makes a batch due or starts a new one, and on its own after
 // the time the clock says is left of `max_interval` (so a stalled loop's last steps still go
 // out). Its waits are real-time absl::CondVar timeouts; on a FakeClock it re-checks at that
@@ -34,6 +36,11 @@
 //                                   is retried once `max_interval` has passed (not at every
 //                                   step). Repeats are harmless: the coordinator keeps the last
 //                                   step and replaces an epoch's report.
+//   RESOURCE_EXHAUSTED              the coordinator's limit of calls per second per rank
+//                                   (--max_reports_per_second): transient the same way (kept,
+//                                   retried after `max_interval`, when the bucket has refilled);
+//                                   and a Flush goes on waiting for its reports (they are retried
+//                                   at that pace within its timeout) instead of returning it.
 //   anything else                   the attempt is over for the coordinator (FAILED_PRECONDITION
 //                                   stale generation, NOT_FOUND, CANCELLED after CancelAll):
 //                                   Add*/Flush return it from then on.
@@ -87,13 +94,20 @@ namespace ringleader {
 // DEADLINE_EXCEEDED): worth trying again later.
 bool IsTransient(const absl::Status& status);
 
+// A ReportProgress answer after which the reports are kept and sent again later: IsTransient,
+// or RESOURCE_EXHAUSTED (the coordinator's per-rank limit of calls per second).
+bool IsRetriedReportError(const absl::Status& status);
+
 struct ProgressReporterOptions {
   // Send a batch at least this often while steps come in; also the retry pace while the
   // coordinator is unreachable. Values below 1 ms count as 1 ms.
   absl::Duration max_interval = absl::Milliseconds(200);
-  // ... or as soon as it holds this many step reports; also the most step reports one batch
-  // carries. Values below 1 count as 1.
+  // ... or as soon as it holds this many step reports. Values below 1 count as 1.
   int max_steps = 20;
+  // The most step reports one batch carries (a backlog goes out in batches this big). Values
+  // below max_steps count as max_steps. 500 reports of ~200 bytes: ~100 KB a call; at the
+  // coordinator's default of 200 calls a second a rank may report 100 000 steps a second.
+  int max_batch_steps = 500;
   // Step reports kept (besides the batch in flight) while the coordinator does not answer;
   // the oldest are dropped beyond that. Values below 1 count as 1.
   int max_pending_steps = 1000;
@@ -142,7 +156,8 @@ class ProgressReporter {
   // an empty queue sends nothing. Errors as AddStep, plus the transient error (UNAVAILABLE,
   // DEADLINE_EXCEEDED) of the first attempt started for this flush that fails (the reports
   // stay queued), and DEADLINE_EXCEEDED when `timeout` passes first (e.g. the coordinator does
-  // not answer a call in flight).
+  // not answer a call in flight, or keeps refusing the calls as over its rate limit:
+  // RESOURCE_EXHAUSTED is never returned, the flush waits for the retry).
   absl::Status Flush(absl::Duration timeout);
 
   // OK while reporting goes on; else what Add*/Flush return.
@@ -191,6 +206,7 @@ class ProgressReporter {
   const ProgressReporterOptions options_;
   const absl::Duration max_interval_;
   const size_t max_steps_;
+  const size_t max_batch_steps_;
   const size_t max_pending_steps_;
   Clock* const clock_;
 
@@ -218,6 +234,8 @@ class ProgressReporter {
   int64_t dropped_steps_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t dropped_logged_ ABSL_GUARDED_BY(mu_) = 0;  // drops already named in a log line
   bool drop_streak_logged_ ABSL_GUARDED_BY(mu_) = false;
+  // A RESOURCE_EXHAUSTED refusal was logged since the coordinator last accepted a report.
+  bool rate_limit_logged_ ABSL_GUARDED_BY(mu_) = false;
 
   std::thread sender_;  // last: starts once everything above is initialised
 };

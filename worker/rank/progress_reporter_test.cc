@@ -172,6 +172,7 @@ class ProgressReporterTest : public ::testing::Test {
     // appends and flushes wake it unless a test shortens it.
     options_.max_interval = absl::Hours(1);
     options_.max_steps = 3;
+    options_.max_batch_steps = 3;  // batches of exactly max_steps unless a test says otherwise
     options_.max_pending_steps = 4;
     options_.clock = &clock_;
     options_.log = [this](const std::string& line) {
@@ -209,6 +210,7 @@ class ProgressReporterTest : public ::testing::Test {
 
 TEST_F(ProgressReporterTest, AppendsNeverWaitWhileReportProgressIsHeld) {
   options_.max_pending_steps = 2000;
+  options_.max_batch_steps = 5;  // the backlog goes out in batches bigger than max_steps
   auto reporter = MakeReporter();
   client_.Hold();
   for (uint64_t s = 1; s <= 3; ++s) ASSERT_TRUE(reporter->AddStep(Step(s)).ok());
@@ -231,12 +233,15 @@ TEST_F(ProgressReporterTest, AppendsNeverWaitWhileReportProgressIsHeld) {
   ASSERT_TRUE(reporter->Flush(kPrompt).ok());
   std::vector<uint64_t> delivered;
   std::vector<uint32_t> epochs;
+  int max_batch = 0;
   for (const v1::ReportProgressRequest& request : client_.requests()) {
-    EXPECT_LE(request.steps_size(), 3) << "a batch carries at most max_steps steps";
+    EXPECT_LE(request.steps_size(), 5) << "a batch carries at most max_batch_steps steps";
+    max_batch = std::max(max_batch, request.steps_size());
     for (uint64_t s : StepsOf(request)) delivered.push_back(s);
     for (uint32_t e : EpochsOf(request)) epochs.push_back(e);
   }
   ASSERT_EQ(delivered.size(), 1003u);
+  EXPECT_EQ(max_batch, 5) << "a backlog goes out in batches of max_batch_steps, not max_steps";
   for (size_t i = 0; i < delivered.size(); ++i) ASSERT_EQ(delivered[i], i + 1);
   EXPECT_THAT(epochs, ElementsAre(0u));
   EXPECT_EQ(reporter->dropped_steps(), 0);
@@ -382,6 +387,62 @@ TEST_F(ProgressReporterTest, FlushReportsUnavailableAndKeepsTheReports) {
   std::vector<v1::ReportProgressRequest> sent = client_.requests();
   ASSERT_EQ(sent.size(), 2u);
   EXPECT_THAT(StepsOf(sent[1]), ElementsAre(1u));
+}
+
+// The coordinator's per-rank rate limit (--max_reports_per_second) refuses a call without
+// recording it: the batch is kept, in order, and delivered by the next try.
+TEST_F(ProgressReporterTest, ResourceExhaustedKeepsTheBatchAndTheNextTryDeliversIt) {
+  client_.Script({absl::ResourceExhaustedError(
+      "ReportProgress: rank 1 of job (generation 2) is over its limit of 200 calls per second")});
+  options_.max_pending_steps = 10;
+  auto reporter = MakeReporter();  // max_steps 3
+  for (uint64_t s = 1; s <= 3; ++s) ASSERT_TRUE(reporter->AddStep(Step(s)).ok());
+  ASSERT_TRUE(AwaitAttemptsDone(1));  // refused; [1, 2, 3] kept
+  EXPECT_TRUE(reporter->status().ok()) << "a refusal over the rate limit ends nothing";
+  EXPECT_EQ(reporter->batches_sent(), 0);
+  // Backing off: a step does not make a batch due before the interval has passed.
+  ASSERT_TRUE(reporter->AddStep(Step(4)).ok());
+  EXPECT_EQ(client_.requests().size(), 1u);
+  clock_.Advance(absl::Hours(1));
+  ASSERT_TRUE(reporter->AddStep(Step(5)).ok());
+  ASSERT_TRUE(AwaitAttemptsDone(2));
+  std::vector<v1::ReportProgressRequest> sent = client_.requests();
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_THAT(StepsOf(sent[0]), ElementsAre(1u, 2u, 3u));
+  EXPECT_THAT(StepsOf(sent[1]), ElementsAre(1u, 2u, 3u)) << "the refused batch, again";
+  EXPECT_EQ(reporter->batches_sent(), 1);
+  ASSERT_TRUE(reporter->Flush(kPrompt).ok());
+  EXPECT_THAT(StepsOf(client_.requests()[2]), ElementsAre(4u, 5u));
+  EXPECT_EQ(reporter->dropped_steps(), 0);
+  std::vector<std::string> lines = logs();
+  ASSERT_THAT(lines, testing::SizeIs(1));
+  EXPECT_THAT(lines[0], HasSubstr("rank 1: the coordinator refused a progress report"));
+  EXPECT_THAT(lines[0], HasSubstr("RESOURCE_EXHAUSTED"));
+}
+
+TEST_F(ProgressReporterTest, FlushWaitsThroughARateLimitRefusalInsteadOfFailing) {
+  options_.max_interval = absl::Milliseconds(20);  // the sender re-checks at this real pace
+  client_.Script({absl::ResourceExhaustedError("over the limit"),
+                  absl::ResourceExhaustedError("over the limit")});
+  auto reporter = MakeReporter();
+  ASSERT_TRUE(reporter->AddStep(Step(1)).ok());
+  ASSERT_TRUE(reporter->AddEpoch(Epoch(0)).ok());
+  absl::Status flushed = absl::UnknownError("not returned");
+  std::thread flusher([&] { flushed = reporter->Flush(kPrompt); });
+  ASSERT_TRUE(AwaitAttemptsDone(1));
+  // Each retry waits for the interval on the (fake) clock; the flush waits meanwhile.
+  clock_.Advance(absl::Milliseconds(20));
+  ASSERT_TRUE(AwaitAttemptsDone(2));
+  clock_.Advance(absl::Milliseconds(20));
+  flusher.join();
+  EXPECT_TRUE(flushed.ok()) << flushed;
+  std::vector<v1::ReportProgressRequest> sent = client_.requests();
+  ASSERT_EQ(sent.size(), 3u);
+  for (const v1::ReportProgressRequest& request : sent) {
+    EXPECT_THAT(StepsOf(request), ElementsAre(1u));
+    EXPECT_THAT(EpochsOf(request), ElementsAre(0u));
+  }
+  EXPECT_EQ(reporter->batches_sent(), 1);
 }
 
 TEST_F(ProgressReporterTest, FlushTimesOutWhileTheCoordinatorHoldsTheCall) {

@@ -28,6 +28,16 @@ std::string JobCheckpointDir(const v1::JobSpec& spec, const std::string& job_id)
   return absl::StrCat(spec.checkpoint_dir(), "/", SafeFileName(job_id));
 }
 
+absl::StatusOr<DirectoryHandle> OpenJobCheckpointDir(const v1::JobSpec& spec,
+                                                     const std::string& job_id, bool create) {
+  if (spec.checkpoint_dir().empty()) {
+    return absl::FailedPreconditionError("the job spec has no checkpoint_dir");
+  }
+  ASSIGN_OR_RETURN(const DirectoryHandle root,
+                   DirectoryHandle::Open("checkpoint", spec.checkpoint_dir(), create));
+  return root.OpenSubdirectory(SafeFileName(job_id), create);
+}
+
 absl::StatusOr<ResumeDecision> DecideResume(const v1::Assignment& assignment,
                                             const v1::JobSpec& spec,
                                             const std::string& fingerprint, KeyValueStore* store,
@@ -37,7 +47,14 @@ absl::StatusOr<ResumeDecision> DecideResume(const v1::Assignment& assignment,
   if (assignment.generation() <= 1 || dir.empty()) return decision;
 
   if (assignment.rank() == 0) {
-    ASSIGN_OR_RETURN(ResumeSearch search, FindResumePoint(dir, fingerprint));
+    ResumeSearch search;  // none when the directory does not exist (yet)
+    absl::StatusOr<DirectoryHandle> opened =
+        OpenJobCheckpointDir(spec, assignment.job_id(), /*create=*/false);
+    if (opened.ok()) {
+      ASSIGN_OR_RETURN(search, FindResumePoint(*opened, fingerprint));
+    } else if (opened.status().code() != absl::StatusCode::kNotFound) {
+      return opened.status();
+    }
     decision.skipped = std::move(search.skipped);
     if (search.found.has_value()) {
       decision.path = search.found->path;

@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "proto/ringleader.pb.h"
 #include "worker/checkpoint/checkpoint.h"
+#include "worker/checkpoint/file_io.h"
 #include "worker/collective/key_value_store.h"
 
 namespace ringleader {
@@ -34,6 +35,17 @@ inline constexpr char kResumeKey[] = "resume/checkpoint";
 // ("" when the spec has no checkpoint_dir).
 std::string JobCheckpointDir(const v1::JobSpec& spec, const std::string& job_id);
 
+// That directory, opened once for the checkpoint series (file_io.h: DirectoryHandle, kind
+// "checkpoint"): the spec's checkpoint_dir is opened with O_NOFOLLOW, then the job's directory
+// relative to it with O_NOFOLLOW, so a symbolic link swapped in for either after the worker
+// checked its allowed roots is refused, and the writes and reads through the handle stay in the
+// directories opened. `create`: missing directories are made (rank 0, before writing).
+// Errors: FAILED_PRECONDITION when the spec has no checkpoint_dir, or when either directory is
+// a symbolic link ("checkpoint directory <path> is a symbolic link ...") or not a directory;
+// NOT_FOUND (without `create`) when either does not exist; errno-derived codes otherwise.
+absl::StatusOr<DirectoryHandle> OpenJobCheckpointDir(const v1::JobSpec& spec,
+                                                     const std::string& job_id, bool create);
+
 struct ResumeDecision {
   std::optional<CheckpointData> checkpoint;  // none: start from step 0
   std::string path;                          // the checkpoint's path, when there is one
@@ -41,10 +53,14 @@ struct ResumeDecision {
 };
 
 // The decision for this rank of `assignment` (see the file comment); `spec` has its defaults
-// applied, `fingerprint` is the spec's. `timeout` bounds rank r's wait for rank 0.
-// Errors: the store's (DEADLINE_EXCEEDED when rank 0 never published); rank r: the read of
-// the published file, FAILED_PRECONDITION "... is not readable on this rank's host: ..." when
-// it does not exist here (a checkpoint_dir that is not shared).
+// applied, `fingerprint` is the spec's. `timeout` bounds rank r's wait for rank 0. Rank 0 reads
+// the directory through OpenJobCheckpointDir (a missing one holds nothing to resume from);
+// rank r reads the published file with O_NOFOLLOW.
+// Errors: rank 0: OpenJobCheckpointDir's other than NOT_FOUND (FAILED_PRECONDITION for a
+// symbolic link); the store's (DEADLINE_EXCEEDED when rank 0 never published); rank r: the read
+// of the published file (FAILED_PRECONDITION when it is a symbolic link), FAILED_PRECONDITION
+// "... is not readable on this rank's host: ..." when it does not exist here (a checkpoint_dir
+// that is not shared).
 absl::StatusOr<ResumeDecision> DecideResume(const v1::Assignment& assignment,
                                             const v1::JobSpec& spec,
                                             const std::string& fingerprint, KeyValueStore* store,

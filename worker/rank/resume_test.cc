@@ -1,5 +1,8 @@
 #include "worker/rank/resume.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -114,6 +117,44 @@ TEST_F(ResumeTest, ACheckpointThisHostCannotReadSaysTheDirectoryMustBeShared) {
       DecideResume(Attempt(2, 1), spec_, "fp", &store_, absl::Seconds(1));
   EXPECT_EQ(one.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(one.status().message(), HasSubstr("shared file system"));
+}
+
+// The daemon checked checkpoint_dir against its allowed roots before the rank started; a
+// symbolic link swapped in since, for checkpoint_dir or the job's directory, is refused.
+TEST_F(ResumeTest, ACheckpointDirectoryThatIsASymbolicLinkIsRefused) {
+  WriteAt(10);
+  const std::string moved = root_ + "-moved";
+  std::system(absl::StrCat("rm -rf '", moved, "'").c_str());
+  ASSERT_EQ(::rename(root_.c_str(), moved.c_str()), 0);
+  ASSERT_EQ(::symlink(moved.c_str(), root_.c_str()), 0);  // checkpoint_dir -> a copy
+  absl::StatusOr<ResumeDecision> zero =
+      DecideResume(Attempt(2, 0), spec_, "fp", &store_, absl::Seconds(1));
+  EXPECT_EQ(zero.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(zero.status().message(),
+              HasSubstr(absl::StrCat("checkpoint directory ", root_, " is a symbolic link")));
+  EXPECT_EQ(OpenJobCheckpointDir(spec_, "job-000007", /*create=*/true).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  // The job's own directory as a link inside a real checkpoint_dir: refused too.
+  ASSERT_EQ(::unlink(root_.c_str()), 0);
+  ASSERT_EQ(::mkdir(root_.c_str(), 0755), 0);
+  ASSERT_EQ(::symlink((moved + "/job-000007").c_str(), (root_ + "/job-000007").c_str()), 0);
+  absl::StatusOr<DirectoryHandle> job = OpenJobCheckpointDir(spec_, "job-000007", true);
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(job.status().message(), HasSubstr(root_ + "/job-000007 is a symbolic link"));
+}
+
+TEST_F(ResumeTest, RankRDoesNotReadAPublishedCheckpointThroughASymbolicLink) {
+  WriteAt(10);
+  const std::string real =
+      absl::StrCat(JobCheckpointDir(spec_, "job-000007"), "/", PeriodicCheckpointName(10));
+  const std::string link = root_ + "/link.ckpt";
+  ASSERT_EQ(::symlink(real.c_str(), link.c_str()), 0);
+  ASSERT_TRUE(store_.Set(kResumeKey, link).ok());
+  absl::StatusOr<ResumeDecision> one =
+      DecideResume(Attempt(2, 1), spec_, "fp", &store_, absl::Seconds(1));
+  EXPECT_EQ(one.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(one.status().message(), HasSubstr("is a symbolic link"));
 }
 
 TEST_F(ResumeTest, RankZeroNeverPublishingIsADeadlineNotAHang) {

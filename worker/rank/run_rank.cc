@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "worker/collective/gloo_peers.h"
 #include "worker/rank/finish_report.h"
+#include "worker/rank/progress_reporter.h"
 #include "worker/rank/training_loop.h"
 
 namespace ringleader {
@@ -21,8 +22,9 @@ void GiveTheCulpritAHeadStart(const v1::Assignment& assignment, CoordinatorClien
   probe.set_rank(assignment.rank());
   for (absl::Duration waited; waited < options.victim_report_delay; waited += interval) {
     absl::StatusOr<v1::ReportProgressResponse> answer = client->ReportProgress(probe);
-    // Over (someone reported first) or refused (stale): nothing left to wait for.
-    if (!answer.ok() && answer.status().code() != absl::StatusCode::kUnavailable) return;
+    // Over (someone reported first) or refused (stale): nothing left to wait for. Unreachable,
+    // or over the coordinator's rate limit (RESOURCE_EXHAUSTED): probe again after the pause.
+    if (!answer.ok() && !IsRetriedReportError(answer.status())) return;
     if (answer.ok() && answer->stop()) return;
     if (options.sleep) {
       options.sleep(interval);

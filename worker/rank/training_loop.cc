@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "common/status_macros.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/checkpoint/checkpoint_series.h"
+#include "worker/checkpoint/file_io.h"
 #include "worker/checkpoint/initial_weights.h"
 #include "worker/checkpoint/training_state.h"
 #include "worker/coordinator_client/coordinator_key_value_store.h"
@@ -391,8 +393,10 @@ class RankTrainer {
                                                            checkpoint_dir));
           ASSIGN_OR_RETURN(const CheckpointData state,
                            runner_->CaptureState(step, step / steps_per_epoch, fingerprint_));
+          absl::StatusOr<const DirectoryHandle*> directory = CheckpointDirectory();
+          RETURN_IF_ERROR(Annotate(directory.status(), absl::StrCat(where, ": checkpoint")));
           absl::StatusOr<std::string> written =
-              WritePeriodicCheckpoint(checkpoint_dir, state, spec_.keep_last_checkpoints());
+              WritePeriodicCheckpoint(**directory, state, spec_.keep_last_checkpoints());
           RETURN_IF_ERROR(Annotate(written.status(), absl::StrCat(where, ": checkpoint")));
           report.set_checkpoint_written(*written);
         }
@@ -444,9 +448,22 @@ class RankTrainer {
     Enter(v1::RANK_PHASE_CHECKPOINTING, path);
     ASSIGN_OR_RETURN(const CheckpointData state,
                      runner_->CaptureState(outcome_.steps, epoch, fingerprint_));
-    RETURN_IF_ERROR(WriteCheckpoint(path, state));
-    outcome_.checkpoint_path = path;
+    ASSIGN_OR_RETURN(const DirectoryHandle* directory, CheckpointDirectory());
+    RETURN_IF_ERROR(WriteCheckpoint(*directory, "final.ckpt", state));
+    outcome_.checkpoint_path = directory->PathOf("final.ckpt");
     return absl::OkStatus();
+  }
+
+  // Rank 0's checkpoint directory, opened (and made) at the first write and kept for the
+  // attempt: every checkpoint goes into the directory opened then, never through a symbolic
+  // link swapped in for it later (resume.h: OpenJobCheckpointDir).
+  absl::StatusOr<const DirectoryHandle*> CheckpointDirectory() {
+    if (!checkpoint_dir_.has_value()) {
+      ASSIGN_OR_RETURN(DirectoryHandle opened,
+                       OpenJobCheckpointDir(spec_, assignment_.job_id(), /*create=*/true));
+      checkpoint_dir_.emplace(std::move(opened));
+    }
+    return &*checkpoint_dir_;
   }
 
   const v1::Assignment& assignment_;
@@ -470,6 +487,7 @@ class RankTrainer {
   std::unique_ptr<ProgressReporter> reporter_;
   absl::Duration collective_timeout_ = absl::Seconds(60);
   ResumeDecision resume_;     // where this attempt started (DecideResume)
+  std::optional<DirectoryHandle> checkpoint_dir_;  // rank 0, from its first checkpoint on
   uint64_t resume_step_ = 0;  // the step it resumed after (0 = from the start)
   TrainingOutcome outcome_;
 };
