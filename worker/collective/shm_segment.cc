@@ -53,6 +53,13 @@ absl::Status ErrnoStatus(const std::string& what, int err) {
   }
 }
 
+// This process's pid namespace (the inode of /proc/self/ns/pid), 0 when unknown.
+uint64_t PidNamespace() {
+  struct stat st;
+  if (stat("/proc/self/ns/pid", &st) != 0) return 0;
+  return static_cast<uint64_t>(st.st_ino);
+}
+
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
@@ -76,6 +83,9 @@ struct ShmSegment::Header {
 struct ShmSegment::RankBlock {
   alignas(64) std::atomic<uint64_t> arrived;
   std::atomic<int32_t> pid;
+  // The inode of the rank's pid namespace: its pid means something to a peer only in the same
+  // namespace (containers may share /dev/shm but not pids).
+  std::atomic<uint64_t> pid_namespace;
   char abort_reason[kReasonBytes];  // written before aborted_by names this rank
 };
 
@@ -88,6 +98,7 @@ size_t ShmSegment::SizeFor(int world_size, size_t slot_bytes) {
 
 ShmSegment::ShmSegment(void* base, size_t size, int rank, int world_size, size_t slot_bytes)
     : base_(base), size_(size), rank_(rank), world_size_(world_size), slot_bytes_(slot_bytes) {
+  block(rank_)->pid_namespace.store(PidNamespace(), std::memory_order_relaxed);
   block(rank_)->pid.store(static_cast<int32_t>(getpid()), std::memory_order_release);
 }
 
@@ -209,7 +220,9 @@ absl::Status ShmSegment::CheckPeersAlive(uint64_t number, const std::string& wha
   for (int r = 0; r < world_size_; ++r) {
     if (block(r)->arrived.load(std::memory_order_acquire) >= number) continue;
     const int32_t pid = block(r)->pid.load(std::memory_order_acquire);
-    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) {
+    const uint64_t ns = block(r)->pid_namespace.load(std::memory_order_relaxed);
+    const bool same_namespace = ns != 0 && ns == block(rank_)->pid_namespace.load();
+    if (pid > 0 && same_namespace && kill(pid, 0) != 0 && errno == ESRCH) {
       return absl::UnavailableError(
           absl::StrCat(what, ": peer rank ", r, " (pid ", pid,
                        ") is gone: its process exited while the others waited for it"));

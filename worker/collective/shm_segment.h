@@ -80,7 +80,8 @@ class ShmSegment {
   Header* header() const;
   RankBlock* block(int r) const;
   void Ring() const;
-  // UNAVAILABLE when a rank among those not arrived at `number` has no process any more.
+  // UNAVAILABLE when a rank among those not arrived at `number` has no process any more (only
+  // ranks in this process's pid namespace are checked).
   absl::Status CheckPeersAlive(uint64_t number, const std::string& what) const;
 
   void* const base_;
