@@ -60,6 +60,7 @@ class Harness {
     o.max_log_bytes_total = 16384;
     o.max_log_bytes_per_answer = 2048;
     o.max_reports_per_second_per_rank = 8;
+    o.max_finished_jobs_kept = 2;  // so ending a third job archives one
     return o;
   }
 
