@@ -24,6 +24,7 @@
 // Only the device header: Debian's package lacks gloo/common/memory.h, which the other tcp
 // transport headers include.
 #include "gloo/transport/tcp/device.h"
+#include "worker/collective/collective_util.h"
 #include "worker/collective/host_ops.h"
 #include "worker/collective/gloo_peers.h"
 #include "worker/collective/gloo_status.h"
@@ -59,41 +60,6 @@ absl::Status GlooAllReduceInPlace(const std::shared_ptr<gloo::Context>& ctx, voi
 std::chrono::milliseconds ToMillis(absl::Duration d) {
   return std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
 }
-
-// ---- Work ----
-
-class GlooWork : public Work {
- public:
-  GlooWork() = default;
-
-  absl::Status Wait() override {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(&done_));
-    return status_;
-  }
-  bool IsDone() const override {
-    absl::MutexLock lock(&mu_);
-    return done_;
-  }
-  absl::Duration Duration() const override {
-    absl::MutexLock lock(&mu_);
-    return duration_;
-  }
-
-  void Finish(absl::Status status, absl::Duration duration) {
-    absl::MutexLock lock(&mu_);
-    status_ = std::move(status);
-    duration_ = duration;
-    done_ = true;
-  }
-
-
- private:
-  mutable absl::Mutex mu_;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status status_ ABSL_GUARDED_BY(mu_);
-  absl::Duration duration_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
-};
 
 // ---- The collective ----
 
@@ -253,7 +219,7 @@ class GlooCollective : public Collective {
 
   struct Op {
     std::string description;  // "gloo rank 1/4 all_reduce(sum, fp32) bucket 3 count 1000"
-    std::shared_ptr<GlooWork> work;
+    std::shared_ptr<FinishableWork> work;
     RunFn run;
     uint32_t tag = 0;
     std::chrono::milliseconds timeout{0};
@@ -263,7 +229,7 @@ class GlooCollective : public Collective {
   std::shared_ptr<Work> Enqueue(const std::string& what, const CollectiveOptions& opts,
                                 size_t count, absl::Status valid, RunFn run,
                                 bool runs_when_empty = false) {
-    auto work = std::make_shared<GlooWork>();
+    auto work = std::make_shared<FinishableWork>();
     const std::string description = absl::StrCat("gloo rank ", rank_, "/", world_size_, " ", what,
                                                  " bucket ", opts.bucket, " count ", count);
     if (valid.ok()) valid = ValidateTimeout(opts.timeout);
@@ -355,29 +321,13 @@ class GlooCollective : public Collective {
 
 absl::Status ValidateCreateArgs(const KeyValueStore* store, const std::string& key_prefix,
                                 int rank, int world_size, const GlooOptions& opts) {
-  if (store == nullptr) return absl::InvalidArgumentError("store is null; pass the attempt's store");
-  if (key_prefix.empty()) {
-    return absl::InvalidArgumentError(
-        "key_prefix is empty; use one unique per job attempt, e.g. \"<job>/<generation>/gloo/\"");
-  }
-  if (world_size < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("world_size is ", world_size, "; it must be >= 1"));
-  }
-  if (rank < 0 || rank >= world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rank ", rank, " is out of range; it must be in [0, ", world_size, ")"));
-  }
+  RETURN_IF_ERROR(ValidateRendezvousArgs(store, key_prefix, "<job>/<generation>/gloo/", rank, world_size));
   if (opts.comm_threads < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("GlooOptions.comm_threads is ", opts.comm_threads, "; it must be >= 1"));
   }
-  for (const auto& [name, d] : {std::make_pair("rendezvous_timeout", opts.rendezvous_timeout),
-                                std::make_pair("collective_timeout", opts.collective_timeout)}) {
-    if (d < absl::Milliseconds(1) || d == absl::InfiniteDuration()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "GlooOptions.", name, " is ", absl::FormatDuration(d), "; it must be finite and >= 1ms"));
-    }
-  }
+  RETURN_IF_ERROR(ValidateBackendTimeouts("GlooOptions", opts.rendezvous_timeout,
+                                          opts.collective_timeout));
   if (opts.hostname.empty()) {
     return absl::InvalidArgumentError(
         "GlooOptions.hostname is empty; give the address of the interface to bind");

@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "common/status_macros.h"
+#include "worker/collective/collective_util.h"
 #include "worker/collective/host_ops.h"
 #include "worker/collective/shm_segment.h"
 
@@ -25,35 +26,6 @@ namespace ringleader {
 namespace {
 
 constexpr size_t kSlotAlignment = 8192;
-
-class ShmWork : public Work {
- public:
-  absl::Status Wait() override {
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(&done_));
-    return status_;
-  }
-  bool IsDone() const override {
-    absl::MutexLock lock(&mu_);
-    return done_;
-  }
-  absl::Duration Duration() const override {
-    absl::MutexLock lock(&mu_);
-    return duration_;
-  }
-  void Finish(absl::Status status, absl::Duration duration) {
-    absl::MutexLock lock(&mu_);
-    status_ = std::move(status);
-    duration_ = duration;
-    done_ = true;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status status_ ABSL_GUARDED_BY(mu_);
-  absl::Duration duration_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
-};
 
 // Elements [lo, hi) of a chunk of `count` that rank `r` of `n` reduces.
 inline size_t PartBegin(size_t count, int r, int n) {
@@ -163,7 +135,7 @@ class ShmCollective : public Collective {
 
   struct Op {
     std::string description;  // "shm rank 1/4 all_reduce(avg, fp32) bucket 3 count 1000"
-    std::shared_ptr<ShmWork> work;
+    std::shared_ptr<FinishableWork> work;
     RunFn run;
     absl::Duration timeout;
     bool skip = false;  // no elements: nothing to exchange
@@ -172,7 +144,7 @@ class ShmCollective : public Collective {
   std::shared_ptr<Work> Enqueue(const std::string& what, const CollectiveOptions& opts,
                                 size_t count, absl::Status valid, RunFn run,
                                 bool runs_when_empty = false) {
-    auto work = std::make_shared<ShmWork>();
+    auto work = std::make_shared<FinishableWork>();
     const std::string description = absl::StrCat("shm rank ", rank_, "/", world_size_, " ", what,
                                                  " bucket ", opts.bucket, " count ", count);
     if (valid.ok()) valid = ValidateTimeout(opts.timeout);
@@ -363,29 +335,14 @@ class ShmCollective : public Collective {
 
 absl::Status ValidateCreateArgs(const KeyValueStore* store, const std::string& key_prefix,
                                 int rank, int world_size, const ShmOptions& opts) {
-  if (store == nullptr) return absl::InvalidArgumentError("store is null; pass the attempt's store");
-  if (key_prefix.empty()) {
-    return absl::InvalidArgumentError(
-        "key_prefix is empty; use one unique per job attempt, e.g. \"<job>/<generation>/\"");
-  }
-  if (world_size < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("world_size is ", world_size, "; it must be >= 1"));
-  }
-  if (rank < 0 || rank >= world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rank ", rank, " is out of range; it must be in [0, ", world_size, ")"));
-  }
+  RETURN_IF_ERROR(
+      ValidateRendezvousArgs(store, key_prefix, "<job>/<generation>/", rank, world_size));
   if (opts.slot_bytes < kSlotAlignment || opts.slot_bytes > (size_t{1} << 30)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ShmOptions.slot_bytes is ", opts.slot_bytes, "; it must be in [8 KiB, 1 GiB]"));
   }
-  for (const auto& [name, d] : {std::make_pair("rendezvous_timeout", opts.rendezvous_timeout),
-                                std::make_pair("collective_timeout", opts.collective_timeout)}) {
-    if (d < absl::Milliseconds(1) || d == absl::InfiniteDuration()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ShmOptions.", name, " is ", absl::FormatDuration(d), "; it must be finite and >= 1ms"));
-    }
-  }
+  RETURN_IF_ERROR(ValidateBackendTimeouts("ShmOptions", opts.rendezvous_timeout,
+                                          opts.collective_timeout));
   return absl::OkStatus();
 }
 

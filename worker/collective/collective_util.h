@@ -1,0 +1,59 @@
+// Pieces every backend's implementation shares: a Work finished by its backend's thread, and
+// the argument checks of a rendezvous (store, key prefix, rank, world size, timeouts).
+#ifndef RINGLEADER_WORKER_COLLECTIVE_COLLECTIVE_UTIL_H_
+#define RINGLEADER_WORKER_COLLECTIVE_COLLECTIVE_UTIL_H_
+
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "worker/collective/collective.h"
+#include "worker/collective/key_value_store.h"
+
+namespace ringleader {
+
+// A Work whose backend calls Finish once (from any thread); Wait blocks until then.
+class FinishableWork : public Work {
+ public:
+  absl::Status Wait() override {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&done_));
+    return status_;
+  }
+  bool IsDone() const override {
+    absl::MutexLock lock(&mu_);
+    return done_;
+  }
+  absl::Duration Duration() const override {
+    absl::MutexLock lock(&mu_);
+    return duration_;
+  }
+  void Finish(absl::Status status, absl::Duration duration) {
+    absl::MutexLock lock(&mu_);
+    status_ = std::move(status);
+    duration_ = duration;
+    done_ = true;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  absl::Duration duration_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+};
+
+// INVALID_ARGUMENT naming the argument and the fix: a null store, an empty key prefix
+// (`prefix_example` shows one), world_size < 1, rank outside [0, world_size).
+absl::Status ValidateRendezvousArgs(const KeyValueStore* store, const std::string& key_prefix,
+                                    const std::string& prefix_example, int rank, int world_size);
+
+// INVALID_ARGUMENT "<options>.rendezvous_timeout is ..." unless both are finite and >= 1 ms.
+absl::Status ValidateBackendTimeouts(const std::string& options, absl::Duration rendezvous_timeout,
+                                     absl::Duration collective_timeout);
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_WORKER_COLLECTIVE_COLLECTIVE_UTIL_H_
