@@ -324,9 +324,22 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const JobSpecLimits& limits) {
     return Invalid(
         absl::StrCat("backend: unknown backend '", spec.backend(), "' (expected gloo or nccl)"));
   }
-  if (spec.strategy() != "ddp") {
-    return Invalid(
-        absl::StrCat("strategy: unknown strategy '", spec.strategy(), "' (expected ddp)"));
+  if (spec.strategy() != "ddp" && spec.strategy() != "zero1") {
+    return Invalid(absl::StrCat("strategy: unknown strategy '", spec.strategy(),
+                                "' (expected ddp or zero1)"));
+  }
+  if (spec.strategy() == "zero1") {
+    // ZeRO-1 shards the built-in trainer's optimizer state; the GPU trainer cannot yet.
+    if (spec.backend() == "nccl") {
+      return Invalid(
+          "strategy: zero1 is not implemented for backend nccl yet (the GPU trainer does not "
+          "shard its optimizer state); use strategy: ddp on nccl, or backend: gloo for zero1");
+    }
+    if (!spec.command().empty()) {
+      return Invalid(
+          "strategy: zero1 shards the built-in trainer's optimizer state, and a command job runs "
+          "your own program; drop strategy (your program chooses its own sharding) or command");
+    }
   }
   const std::string& dataset = spec.data().dataset();
   if (dataset != "fashion-mnist" && dataset != "synthetic") {

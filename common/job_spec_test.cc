@@ -137,10 +137,45 @@ TEST(ValidateJobSpecTest, BackendStrategyDataset) {
   ExpectInvalid(spec, "backend: unknown backend 'mpi' (expected gloo or nccl)");
   spec = ValidSpec();
   spec.set_strategy("fsdp");
-  ExpectInvalid(spec, "strategy: unknown strategy 'fsdp' (expected ddp)");
+  ExpectInvalid(spec, "strategy: unknown strategy 'fsdp' (expected ddp or zero1)");
   spec = ValidSpec();
   spec.mutable_data()->set_dataset("cifar10");
   ExpectInvalid(spec, "data.dataset: unknown dataset 'cifar10'");
+}
+
+TEST(ValidateJobSpecTest, Zero1IsAcceptedForTheBuiltInTrainerOnGloo) {
+  JobSpec spec = ValidSpec();
+  spec.set_strategy("zero1");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  // With checkpoints, accumulation, frozen parameters: the checkpoint holds the gathered state.
+  spec.set_checkpoint_dir("/srv/ringleader/checkpoints");
+  spec.set_checkpoint_interval_steps(10);
+  spec.mutable_sync()->set_gradient_accumulation_steps(2);
+  spec.mutable_model()->add_frozen_parameters("fc1.weight");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  spec = ValidSpec();
+  spec.set_strategy("ddp");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+}
+
+TEST(ValidateJobSpecTest, Zero1IsRefusedOnNcclAndForCommandJobsNamingTheFix) {
+  JobSpec spec = ValidSpec();
+  spec.set_strategy("zero1");
+  spec.set_backend("nccl");
+  ExpectInvalid(spec,
+                "strategy: zero1 is not implemented for backend nccl yet (the GPU trainer does "
+                "not shard its optimizer state); use strategy: ddp on nccl, or backend: gloo for "
+                "zero1");
+  spec.set_strategy("ddp");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+
+  spec = ValidSpec();
+  spec.set_strategy("zero1");
+  spec.add_command("/usr/bin/python3");
+  ExpectInvalid(spec, "strategy: zero1 shards the built-in trainer's optimizer state, and a "
+                      "command job runs your own program; drop strategy");
+  spec.set_strategy("ddp");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
 }
 
 TEST(ValidateJobSpecTest, ModelKindAndLayers) {

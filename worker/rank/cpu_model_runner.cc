@@ -1,8 +1,10 @@
 #include "worker/rank/cpu_model_runner.h"
 
+#include <memory>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/checkpoint/training_state.h"
 #include "worker/trainer/norm.h"
@@ -13,7 +15,9 @@ namespace {
 class CpuModelRunner : public ModelRunner {
  public:
   CpuModelRunner(std::unique_ptr<Mlp> model, const SgdOptions& sgd)
-      : model_(std::move(model)), optimizer_(model_->parameters(), sgd) {}
+      : model_(std::move(model)),
+        sgd_(sgd),
+        optimizer_(std::make_unique<SgdOptimizer>(model_->parameters(), sgd)) {}
 
   std::string device_name() const override { return "cpu"; }
   ComputePlacement placement() const override { return ComputePlacement(); }
@@ -25,6 +29,11 @@ class CpuModelRunner : public ModelRunner {
   float* grad(size_t i) override { return model_->grad(i); }
   std::vector<const float*> parameter_ptrs() override {
     std::vector<const float*> out;
+    for (size_t i = 0; i < parameters().size(); ++i) out.push_back(model_->param(i));
+    return out;
+  }
+  std::vector<float*> mutable_parameter_ptrs() override {
+    std::vector<float*> out;
     for (size_t i = 0; i < parameters().size(); ++i) out.push_back(model_->param(i));
     return out;
   }
@@ -68,28 +77,67 @@ class CpuModelRunner : public ModelRunner {
       params.push_back(model_->param(i));
       grads.push_back(model_->grad(i));
     }
-    optimizer_.Step(params, grads, has_grad);
+    optimizer_->Step(params, grads, has_grad);
     return absl::OkStatus();
   }
+
+  absl::Status ShardOptimizerState(const std::vector<ElementRange>& owned) override {
+    if (owned.size() != parameters().size()) {
+      return absl::InvalidArgumentError(absl::StrCat("optimizer shard: ", owned.size(),
+                                                     " ranges for ", parameters().size(),
+                                                     " parameters"));
+    }
+    for (size_t i = 0; i < owned.size(); ++i) {
+      if (owned[i].begin > owned[i].end || owned[i].end > parameters()[i].count) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "optimizer shard: range [", owned[i].begin, ", ", owned[i].end, ") of ",
+            parameters()[i].name, " lies outside its ", parameters()[i].count, " elements"));
+      }
+    }
+    auto sharded = std::make_unique<SgdOptimizer>(model_->parameters(), sgd_, owned);
+    // Whatever momentum is held (a restored checkpoint's, whole) is cut to the owned elements.
+    RETURN_IF_ERROR(sharded->RestoreMomentumBuffers(optimizer_->momentum_buffers()));
+    sharded->set_step_count(optimizer_->step_count());
+    optimizer_ = std::move(sharded);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::vector<std::vector<float>>> MomentumBuffers() override {
+    return optimizer_->momentum_buffers();
+  }
+  size_t momentum_elements() const override { return optimizer_->momentum_elements(); }
 
   absl::StatusOr<Mlp::EvalResult> Evaluate(const Dataset& test, size_t batch) override {
     return model_->Evaluate(test, batch);
   }
   absl::StatusOr<CheckpointData> CaptureState(uint64_t step, uint64_t epoch,
                                               const std::string& fingerprint) override {
-    return CaptureTrainingState(model_.get(), optimizer_, step, epoch, fingerprint);
+    if (optimizer_->sharded()) {
+      return absl::FailedPreconditionError(
+          "the optimizer state is sharded (strategy zero1): a checkpoint needs the momentum "
+          "gathered from every rank (CaptureStateWithMomentum)");
+    }
+    return CaptureTrainingState(model_.get(), *optimizer_, step, epoch, fingerprint);
+  }
+  absl::StatusOr<CheckpointData> CaptureStateWithMomentum(
+      uint64_t step, uint64_t epoch, const std::string& fingerprint,
+      std::vector<std::vector<float>> momentum) override {
+    SgdOptimizer whole(model_->parameters(), sgd_);
+    RETURN_IF_ERROR(whole.RestoreMomentumBuffers(std::move(momentum)));
+    whole.set_step_count(optimizer_->step_count());
+    return CaptureTrainingState(model_.get(), whole, step, epoch, fingerprint);
   }
 
   absl::Status RestoreOptimizerState(const std::vector<std::vector<float>>& momentum,
                                      uint64_t step_count) override {
-    RETURN_IF_ERROR(optimizer_.RestoreMomentumBuffers(momentum));
-    optimizer_.set_step_count(step_count);
+    RETURN_IF_ERROR(optimizer_->RestoreMomentumBuffers(momentum));
+    optimizer_->set_step_count(step_count);
     return absl::OkStatus();
   }
 
  private:
   std::unique_ptr<Mlp> model_;
-  SgdOptimizer optimizer_;
+  const SgdOptions sgd_;
+  std::unique_ptr<SgdOptimizer> optimizer_;  // sharded after ShardOptimizerState
   double local_squared_ = 0;
 };
 

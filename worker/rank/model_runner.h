@@ -14,6 +14,9 @@
 //                                                     then the reducer's MarkReady
 //   TakeLocalSquaredNorm()                            the noted gradients' sum of squares
 //   GradNorm(include)  OptimizerStep(has_grad)        after the reducer's FinishStep
+//   (strategy zero1: ShardOptimizerState(owned) once, before the first step; the caller
+//   all-gathers the parameter shards after each OptimizerStep and gathers MomentumBuffers()
+//   into CaptureStateWithMomentum for a checkpoint)
 //   Evaluate / CaptureState                           at epoch end / job end
 //
 // Thread-safety: not thread-safe; the training thread owns a runner.
@@ -59,6 +62,8 @@ class ModelRunner {
   // Parameter i's current gradient slot / parameters, in memory().
   virtual float* grad(size_t i) = 0;
   virtual std::vector<const float*> parameter_ptrs() = 0;
+  // The same, writable (strategy zero1 writes the all-gathered shards into them).
+  virtual std::vector<float*> mutable_parameter_ptrs() = 0;
   // Points gradient i at slots[i] (in memory()); Mlp::BindGradients' contract.
   virtual void BindGradients(std::vector<float*> slots) = 0;
   // Zeroes every current gradient slot.
@@ -77,16 +82,40 @@ class ModelRunner {
   // The L2 norm of the concatenation of the gradients with include[i], in registration order.
   virtual absl::StatusOr<double> GradNorm(const std::vector<bool>& include) = 0;
 
-  // One SGD step over the parameters with has_grad[i], using the current gradient slots.
+  // One SGD step over the parameters with has_grad[i], using the current gradient slots (only
+  // the owned elements once the optimizer state is sharded).
   virtual absl::Status OptimizerStep(const std::vector<bool>& has_grad) = 0;
+
+  // strategy zero1: from now on the optimizer owns only owned[i] of parameter i's elements (one
+  // entry per parameter, possibly empty; worker/sync/shard_plan.h): OptimizerStep updates those
+  // and keeps momentum for those only. Momentum already held (a restored checkpoint's) is cut
+  // to the owned elements. Call before the first OptimizerStep.
+  // Errors: INVALID_ARGUMENT for a wrong number of entries or a range past its parameter;
+  // UNIMPLEMENTED where the runner cannot shard (the GPU runner, for now).
+  virtual absl::Status ShardOptimizerState(const std::vector<ElementRange>& owned) = 0;
+  // The momentum buffers as the optimizer holds them, copied to the host: per parameter the
+  // owned elements (all of them unless sharded), empty while it has none.
+  virtual absl::StatusOr<std::vector<std::vector<float>>> MomentumBuffers() = 0;
+  // Momentum elements the optimizer holds now (no copy): every stepped parameter's count
+  // unsharded, the owned elements of those under zero1.
+  virtual size_t momentum_elements() const = 0;
 
   // Loss and accuracy over `test` (the GPU runner copies its parameters to a host Mlp first).
   virtual absl::StatusOr<Mlp::EvalResult> Evaluate(const Dataset& test, size_t batch) = 0;
   // Parameters, momentum buffers and buffers as a checkpoint (training_state.h's names).
+  // Errors: FAILED_PRECONDITION once the optimizer state is sharded (use
+  // CaptureStateWithMomentum with the gathered buffers); device errors.
   virtual absl::StatusOr<CheckpointData> CaptureState(uint64_t step, uint64_t epoch,
                                                       const std::string& spec_fingerprint) = 0;
-  // Puts a resumed optimizer's state back: momentum buffers per parameter (an empty entry =
-  // none yet) and its step count. (Parameters and buffers are restored into the host Mlp the
+  // The same with `momentum` (full buffers per parameter, an empty entry = none) in place of
+  // the optimizer's own: a sharded optimizer's buffers gathered from every rank.
+  // Errors: INVALID_ARGUMENT naming a parameter whose buffer has the wrong size; device errors.
+  virtual absl::StatusOr<CheckpointData> CaptureStateWithMomentum(
+      uint64_t step, uint64_t epoch, const std::string& spec_fingerprint,
+      std::vector<std::vector<float>> momentum) = 0;
+  // Puts a resumed optimizer's state back: momentum buffers per parameter, whole (the
+  // checkpoint's form; a sharded optimizer keeps its owned elements), an empty entry = none yet,
+  // and its step count. (Parameters and buffers are restored into the host Mlp the
   // runner is created from.) Errors: INVALID_ARGUMENT naming a parameter whose buffer has the
   // wrong size; device errors.
   virtual absl::Status RestoreOptimizerState(const std::vector<std::vector<float>>& momentum,

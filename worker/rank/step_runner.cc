@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "worker/sync/buffer_sync.h"
 #include "worker/sync/drift.h"
+#include "worker/sync/shard_sync.h"
 #include "worker/trainer/mlp.h"
 
 namespace ringleader {
@@ -21,9 +22,10 @@ double Milliseconds(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
 StepRunner::StepRunner(const v1::JobSpec& spec, uint32_t rank, const ParameterPlan& plan,
                        ModelRunner* runner, Collective* comm, Reducer* reducer, Clock* clock,
-                       std::function<void(absl::Duration)> sleep)
+                       const ShardPlan* shards, std::function<void(absl::Duration)> sleep)
     : spec_(spec),
       plan_(plan),
+      shards_(shards),
       runner_(runner),
       comm_(comm),
       reducer_(reducer),
@@ -119,6 +121,18 @@ absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch
   // The gradients the optimizer uses: the bucket views, or a bypassing rank's own.
   ASSIGN_OR_RETURN(const double synced_norm, runner_->GradNorm(plan_.has_grad));
   RETURN_IF_ERROR(runner_->OptimizerStep(plan_.has_grad));
+  absl::Duration gather_time;
+  if (shards_ != nullptr) {
+    // zero1: this rank stepped its shard only; the others' come from their owners.
+    const absl::Time gather_start = clock_->Now();
+    ShardSyncOptions gather;
+    gather.timeout = collective_timeout_;
+    gather.memory = runner_->memory();
+    gather.ledger = ledger;
+    RETURN_IF_ERROR(
+        AllGatherParameterShards(comm_, *shards_, runner_->mutable_parameter_ptrs(), gather));
+    gather_time = clock_->Now() - gather_start;
+  }
 
   report->set_step(step);
   report->set_total_steps(total_steps);
@@ -128,7 +142,7 @@ absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch
   report->set_synced_grad_norm(synced_norm);
   report->set_step_ms(Milliseconds(clock_->Now() - start));
   report->set_compute_ms(Milliseconds(compute));
-  report->set_comm_ms(Milliseconds(stats.comm_time));
+  report->set_comm_ms(Milliseconds(stats.comm_time + gather_time));
   report->set_overlapped_comm_ms(Milliseconds(stats.hidden_comm_time));
   report->set_collective_digest(stats.collective_digest);
   report->set_collectives(static_cast<uint32_t>(stats.collectives));
@@ -146,6 +160,16 @@ absl::Status StepRunner::HandOverLocalGradients() {
     if (!plan_.skip[i]) reducer_->MarkReady(static_cast<size_t>(plan_.reducer_index[i]));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::vector<float>>> StepRunner::GatherMomentum() {
+  ASSIGN_OR_RETURN(std::vector<std::vector<float>> local, runner_->MomentumBuffers());
+  if (shards_ == nullptr) return local;
+  ShardSyncOptions gather;
+  gather.timeout = collective_timeout_;
+  gather.memory = runner_->memory();
+  gather.ledger = plan_.bypass_all ? nullptr : reducer_->ledger();
+  return AllGatherMomentumShards(comm_, *shards_, local, gather);
 }
 
 absl::Status StepRunner::MeasureDriftInto(v1::StepReport* report) {

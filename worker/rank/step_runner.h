@@ -6,7 +6,10 @@
 //                 skip = frozen + fault-unused parameters
 //               [bypass_sync rank: hand copies of its local gradients to the reducer]
 //               FinishStep (the reducer's last buckets; the ledger) → buffer broadcast
-//               → synced grad norm → optimizer step → the StepReport's figures
+//               → synced grad norm → optimizer step
+//               [strategy zero1: the optimizer stepped this rank's shard only; all-gather the
+//                updated shards so every rank holds the full parameters]
+//               → the StepReport's figures
 //   MeasureDriftInto: max|W_r − W_0| across ranks, worst tensor named
 //
 // The model's gradients live in the reducer's bucket views (BindGradients), except on a rank
@@ -27,16 +30,20 @@
 #include "worker/rank/model_runner.h"
 #include "worker/rank/parameter_plan.h"
 #include "worker/sync/reducer.h"
+#include "worker/sync/shard_plan.h"
 
 namespace ringleader {
 
 class StepRunner {
  public:
   // Nothing is owned; all must outlive the StepRunner. `spec` has its defaults applied; `rank`
-  // is this rank (for the step faults: slow_rank, nan_loss_rank). `sleep` performs slow_ms
-  // (empty = absl::SleepFor).
+  // is this rank (for the step faults: slow_rank, nan_loss_rank). `shards` is the zero1 shard
+  // plan (null = ddp: every rank steps every parameter); with one, the runner's optimizer state
+  // must already be sharded to shards->owned[rank]. `sleep` performs slow_ms (empty =
+  // absl::SleepFor).
   StepRunner(const v1::JobSpec& spec, uint32_t rank, const ParameterPlan& plan,
              ModelRunner* runner, Collective* comm, Reducer* reducer, Clock* clock,
+             const ShardPlan* shards = nullptr,
              std::function<void(absl::Duration)> sleep = nullptr);
 
   // Points the model's gradients at the reducer's bucket views (frozen parameters keep the
@@ -57,6 +64,13 @@ class StepRunner {
   // has_drift, drift and drift_parameter in `report`.
   absl::Status MeasureDriftInto(v1::StepReport* report);
 
+  // strategy zero1: the momentum buffers of every rank's shard gathered into whole ones (a
+  // collective: every rank calls it at the same point, before rank 0 writes a checkpoint with
+  // ModelRunner::CaptureStateWithMomentum). Without sharding: the runner's own buffers, no
+  // collective.
+  absl::StatusOr<std::vector<std::vector<float>>> GatherMomentum();
+  bool sharded() const { return shards_ != nullptr; }
+
  private:
   // The bypassing rank still feeds the reducer (so its peers' collectives match), with copies of
   // its local gradients, marked in backward order.
@@ -64,6 +78,7 @@ class StepRunner {
 
   const v1::JobSpec& spec_;
   const ParameterPlan& plan_;
+  const ShardPlan* const shards_;
   ModelRunner* const runner_;
   Collective* const comm_;
   Reducer* const reducer_;

@@ -32,6 +32,7 @@
 #include "worker/rank/step_runner.h"
 #include "worker/sync/buffer_sync.h"
 #include "worker/sync/reducer.h"
+#include "worker/sync/shard_plan.h"
 #include "worker/trainer/mlp.h"
 #include "worker/trainer/sgd.h"
 
@@ -76,7 +77,16 @@ class RankTrainer {
     StartReporting();
     RETURN_IF_ERROR(Annotate(Setup(), absl::StrCat("rank ", rank_, ": setting up")));
     absl::Status trained = Train();
+    if (trained.ok() && steps_->sharded() && !spec_.checkpoint_dir().empty()) {
+      // zero1: the final checkpoint holds every rank's momentum shard, gathered while the
+      // collective is still open (every rank takes part; rank 0 writes).
+      Enter(v1::RANK_PHASE_CHECKPOINTING, "gathering the optimizer state");
+      absl::StatusOr<std::vector<std::vector<float>>> gathered = steps_->GatherMomentum();
+      trained = Annotate(gathered.status(), absl::StrCat("rank ", rank_, ": checkpoint"));
+      if (gathered.ok()) final_momentum_ = *std::move(gathered);
+    }
     if (trained.ok()) {
+      outcome_.momentum_elements = runner_->momentum_elements();
       Enter(v1::RANK_PHASE_SHUTTING_DOWN, "closing the collective");
       // Every rank has run its last collective: end the communicator gracefully (NCCL:
       // finalize and destroy instead of abort).
@@ -215,6 +225,14 @@ class RankTrainer {
     RETURN_IF_ERROR(Annotate(model->CheckCompatible(data_.train), "training data"));
     RETURN_IF_ERROR(Annotate(model->CheckCompatible(data_.test), "test data"));
     ASSIGN_OR_RETURN(plan_, PlanParameters(spec_, rank_, model->parameters()));
+    if (spec_.strategy() == "zero1") {
+      // The trainable parameters' elements, split across the ranks (frozen ones take no part).
+      std::vector<size_t> counts;
+      for (size_t i = 0; i < model->parameters().size(); ++i) {
+        counts.push_back(plan_.has_grad[i] ? model->parameters()[i].count : 0);
+      }
+      shards_ = PlanShards(counts, world_);
+    }
     // NCCL cannot carry bool buffers: refused before any GPU or collective work.
     if (spec_.sync().broadcast_buffers()) {
       RETURN_IF_ERROR(CheckBuffersForBackend(spec_.backend(), model->buffers(),
@@ -256,6 +274,12 @@ class RankTrainer {
     } else {
       runner_ = CreateCpuModelRunner(std::move(model), sgd);
     }
+    if (shards_.has_value()) {
+      // Before the resumed state goes in: a whole checkpoint's momentum is then cut to this
+      // rank's shard.
+      RETURN_IF_ERROR(Annotate(runner_->ShardOptimizerState(shards_->owned[rank_]),
+                               "strategy zero1"));
+    }
     if (resumed_optimizer.has_value()) {
       RETURN_IF_ERROR(Annotate(runner_->RestoreOptimizerState(
                                    resumed_optimizer->momentum_buffers(),
@@ -295,15 +319,18 @@ class RankTrainer {
     reducer_options.memory = runner_->memory();
     ASSIGN_OR_RETURN(reducer_, Reducer::Create(comm_.get(), plan_.trainable, reducer_options));
     steps_ = std::make_unique<StepRunner>(spec_, rank_, plan_, runner_.get(), comm_.get(),
-                                          reducer_.get(), clock_, options_.sleep);
+                                          reducer_.get(), clock_,
+                                          shards_.has_value() ? &*shards_ : nullptr,
+                                          options_.sleep);
     steps_->BindGradients();
 
     Log(absl::StrFormat(
         "rank %d/%d of job %s (generation %d): %s, %d train / %d test examples, %d parameters "
-        "in %d buckets, backend %s on %s%s",
+        "in %d buckets, strategy %s, backend %s on %s%s",
         rank_, world_, assignment_.job_id(), assignment_.generation(), spec_.data().dataset(),
         data_.train.size, data_.test.size, runner_->parameter_count(),
-        reducer_->layout().buckets.size(), comm_->backend_name(), runner_->device_name(),
+        reducer_->layout().buckets.size(), StrategyDescription(), comm_->backend_name(),
+        runner_->device_name(),
         resume_.path.empty() ? ""
                              : absl::StrCat(", resuming after step ", resume_step_, " from ",
                                             resume_.path)));
@@ -387,12 +414,22 @@ class RankTrainer {
             report.add_skipped_checkpoints(skipped);
           }
         }
-        if (rank_ == 0 && checkpoint_interval > 0 && step % checkpoint_interval == 0 &&
-            step < total_steps) {
+        const bool checkpoint_due =
+            checkpoint_interval > 0 && step % checkpoint_interval == 0 && step < total_steps;
+        std::optional<std::vector<std::vector<float>>> momentum;
+        if (checkpoint_due && steps_->sharded()) {
+          // zero1: every rank hands its momentum shard to the checkpoint rank 0 writes.
+          Enter(v1::RANK_PHASE_CHECKPOINTING,
+                absl::StrCat("gathering the optimizer state after step ", step));
+          absl::StatusOr<std::vector<std::vector<float>>> gathered = steps_->GatherMomentum();
+          RETURN_IF_ERROR(Annotate(gathered.status(), absl::StrCat(where, ": checkpoint")));
+          momentum = *std::move(gathered);
+        }
+        if (rank_ == 0 && checkpoint_due) {
           Enter(v1::RANK_PHASE_CHECKPOINTING, absl::StrCat("after step ", step, " in ",
                                                            checkpoint_dir));
           ASSIGN_OR_RETURN(const CheckpointData state,
-                           runner_->CaptureState(step, step / steps_per_epoch, fingerprint_));
+                           CaptureCheckpoint(step, step / steps_per_epoch, std::move(momentum)));
           absl::StatusOr<const DirectoryHandle*> directory = CheckpointDirectory();
           RETURN_IF_ERROR(Annotate(directory.status(), absl::StrCat(where, ": checkpoint")));
           absl::StatusOr<std::string> written =
@@ -447,11 +484,29 @@ class RankTrainer {
     const uint64_t epoch = outcome_.steps == 0 ? 0 : spec_.epochs();
     Enter(v1::RANK_PHASE_CHECKPOINTING, path);
     ASSIGN_OR_RETURN(const CheckpointData state,
-                     runner_->CaptureState(outcome_.steps, epoch, fingerprint_));
+                     CaptureCheckpoint(outcome_.steps, epoch, std::move(final_momentum_)));
     ASSIGN_OR_RETURN(const DirectoryHandle* directory, CheckpointDirectory());
     RETURN_IF_ERROR(WriteCheckpoint(*directory, "final.ckpt", state));
     outcome_.checkpoint_path = directory->PathOf("final.ckpt");
     return absl::OkStatus();
+  }
+
+  // The state a checkpoint holds; under zero1 with `momentum` gathered from every rank
+  // (StepRunner::GatherMomentum), so the file is the one a ddp job writes.
+  absl::StatusOr<CheckpointData> CaptureCheckpoint(
+      uint64_t step, uint64_t epoch, std::optional<std::vector<std::vector<float>>> momentum) {
+    if (!steps_->sharded()) return runner_->CaptureState(step, epoch, fingerprint_);
+    if (!momentum.has_value()) {
+      return absl::InternalError("zero1 checkpoint without the gathered optimizer state");
+    }
+    return runner_->CaptureStateWithMomentum(step, epoch, fingerprint_, *std::move(momentum));
+  }
+
+  // For the start line: "ddp", or "zero1 (optimizer state for 58786 of 235146 elements)".
+  std::string StrategyDescription() const {
+    if (!shards_.has_value()) return spec_.strategy();
+    return absl::StrCat(spec_.strategy(), " (optimizer state for ", shards_->owned_count(rank_),
+                        " of ", shards_->total, " elements)");
   }
 
   // Rank 0's checkpoint directory, opened (and made) at the first write and kept for the
@@ -477,6 +532,10 @@ class RankTrainer {
   v1::JobSpec spec_;
   TrainTest data_;  // after Setup, data_.test holds only this rank's evaluation shard
   ParameterPlan plan_;
+  std::optional<ShardPlan> shards_;  // strategy zero1: which elements each rank steps
+  // zero1 with a checkpoint_dir: every rank's momentum, gathered after the last step (rank 0
+  // writes it into final.ckpt).
+  std::optional<std::vector<std::vector<float>>> final_momentum_;
   std::unique_ptr<ModelRunner> runner_;  // before comm_ and reducer_: destroyed after them
   std::unique_ptr<DistributedSampler> sampler_;
   std::unique_ptr<Collective> comm_;

@@ -10,7 +10,9 @@
 //       the runner's memory (host or device), bound to the gradients
 //     → per step: zero grads; per micro-batch: BeginMicroBatch, ForwardBackward (on_ready →
 //       MarkReady, loss_scale 1/K, skip = frozen + fault-injected unused parameters);
-//       FinishStep; buffer broadcast; optimizer step; drift check every drift_interval_steps
+//       FinishStep; buffer broadcast; optimizer step (strategy zero1: this rank's shard of
+//       the parameters only, then an all-gather of every rank's shard, worker/sync/shard_sync.h);
+//       drift check every drift_interval_steps
 //       (and after the last step); a StepReport per step, handed to the ProgressReporter,
 //       whose own thread batches them to ReportProgress (the loop never waits on the
 //       coordinator; a stop in an answer is noticed at the next step)
@@ -20,7 +22,9 @@
 //       next collective for the whole evaluation, past a short collective timeout.)
 //     → end: the collective is closed (a barrier, then NCCL's finalize and destroy; failures
 //       abort it instead); the reporter is flushed (reporting.flush_timeout); rank 0 writes
-//       <checkpoint_dir>/<job>/final.ckpt; FinishRank(ok) (RunRank).
+//       <checkpoint_dir>/<job>/final.ckpt; FinishRank(ok) (RunRank). Under zero1 every rank
+//       all-gathers its momentum shard before each checkpoint (the final one: before the
+//       collective is closed), so rank 0 writes the same file a ddp job writes.
 //
 // Gradient norms in the StepReport:
 //   local_grad_norm  this rank's accumulated gradient before synchronisation. With overlap the
@@ -121,6 +125,9 @@ struct TrainingOutcome {
   double final_loss = 0;             // loss of the last step (this rank)
   std::string checkpoint_path;       // rank 0 with a checkpoint_dir: the file written
   double last_test_accuracy = -1;    // rank 0: last evaluation (-1 = none)
+  // Momentum-buffer elements this rank's optimizer holds at the end: every trainable element
+  // under ddp (with momentum), about 1/world of them under zero1.
+  uint64_t momentum_elements = 0;
 };
 
 // Runs the attempt (see the file comment) without the final FinishRank.

@@ -44,6 +44,10 @@ std::string TagName(int32_t bucket) {
       return "buffer";
     case kTagDrift:
       return "drift check";
+    case kTagShardGather:
+      return "parameter-shard gather";
+    case kTagMomentumGather:
+      return "momentum-shard gather";
     default:
       return bucket >= 0 ? absl::StrCat("bucket ", bucket) : absl::StrCat("tag ", bucket);
   }

@@ -67,6 +67,8 @@ constexpr int32_t kTagUnusedBitmap = -2;   // reducer: who left which parameter 
 constexpr int32_t kTagLayoutOrder = -3;    // reducer: rank 0's bucket order after a rebuild
 constexpr int32_t kTagBuffer = -4;         // buffer broadcast
 constexpr int32_t kTagDrift = -5;          // drift check
+constexpr int32_t kTagShardGather = -6;    // zero1: parameter shards all-gathered after a step
+constexpr int32_t kTagMomentumGather = -7; // zero1: momentum shards gathered for a checkpoint
 
 constexpr size_t kRecordWireBytes = 32;
 

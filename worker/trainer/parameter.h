@@ -17,6 +17,19 @@ struct ParameterInfo {
   size_t count = 0;  // product of shape
 };
 
+// Elements [begin, end) of one tensor (a rank's shard of a parameter under strategy zero1).
+struct ElementRange {
+  size_t begin = 0;
+  size_t end = 0;
+
+  size_t size() const { return end - begin; }
+  bool empty() const { return end == begin; }
+  friend bool operator==(const ElementRange& a, const ElementRange& b) {
+    return a.begin == b.begin && a.end == b.end;
+  }
+  friend bool operator!=(const ElementRange& a, const ElementRange& b) { return !(a == b); }
+};
+
 enum class BufferType { kFloat32, kBool };
 
 // One buffer tensor (not trained; e.g. running statistics, a boolean mask).

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace ringleader {
 namespace {
@@ -105,6 +106,28 @@ std::string MomentumBufferName(const std::string& parameter_name) {
 SgdOptimizer::SgdOptimizer(std::vector<ParameterInfo> params, SgdOptions options)
     : params_(std::move(params)), options_(options), buffers_(params_.size()) {
   CheckOrDie(ValidateSgdOptions(options_).ok(), "options pass ValidateSgdOptions");
+  for (const ParameterInfo& p : params_) owned_.push_back(ElementRange{0, p.count});
+}
+
+SgdOptimizer::SgdOptimizer(std::vector<ParameterInfo> params, SgdOptions options,
+                           std::vector<ElementRange> owned)
+    : params_(std::move(params)),
+      options_(options),
+      owned_(std::move(owned)),
+      sharded_(true),
+      buffers_(params_.size()) {
+  CheckOrDie(ValidateSgdOptions(options_).ok(), "options pass ValidateSgdOptions");
+  CheckOrDie(owned_.size() == params_.size(), "owned.size() == parameters().size()");
+  for (size_t i = 0; i < params_.size(); ++i) {
+    CheckOrDie(owned_[i].begin <= owned_[i].end && owned_[i].end <= params_[i].count,
+               "owned[i] lies within parameter i");
+  }
+}
+
+size_t SgdOptimizer::momentum_elements() const {
+  size_t n = 0;
+  for (const std::vector<float>& b : buffers_) n += b.size();
+  return n;
 }
 
 void SgdOptimizer::Step(const std::vector<float*>& params,
@@ -116,10 +139,13 @@ void SgdOptimizer::Step(const std::vector<float*>& params,
   const SgdElementParams h = ToElementParams(options_);
   const bool use_momentum = options_.momentum != 0.0;
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (!has_grad[i]) continue;
-    const size_t n = params_[i].count;
-    float* p = params[i];
-    const float* g = grads[i];
+    if (!has_grad[i] || owned_[i].empty()) continue;
+    // Sharded, only the owned elements: the same element-wise update on a sub-range (the
+    // update of element k reads and writes element k only), so each owned element ends exactly
+    // as the unsharded optimizer leaves it.
+    const size_t n = owned_[i].size();
+    float* p = params[i] + owned_[i].begin;
+    const float* g = grads[i] + owned_[i].begin;
     if (!use_momentum) {
       UpdateTensor(p, g, nullptr, n, true, h);
       continue;
@@ -145,27 +171,39 @@ absl::Status SgdOptimizer::RestoreMomentumBuffers(std::vector<std::vector<float>
                                                    " entries, the model has ", params_.size(),
                                                    " parameters"));
   }
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (!buffers[i].empty() && buffers[i].size() != params_[i].count) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("momentum buffer of ", params_[i].name, ": got ", buffers[i].size(),
-                       " elements, the parameter has ", params_[i].count));
-    }
-  }
-  buffers_ = std::move(buffers);
+  for (size_t i = 0; i < params_.size(); ++i) RETURN_IF_ERROR(CheckRestoredSize(i, buffers[i]));
+  for (size_t i = 0; i < params_.size(); ++i) buffers_[i] = OwnedPart(i, std::move(buffers[i]));
   return absl::OkStatus();
+}
+
+absl::Status SgdOptimizer::CheckRestoredSize(size_t i, const std::vector<float>& buffer) const {
+  if (buffer.empty() || buffer.size() == params_[i].count) return absl::OkStatus();
+  if (sharded_ && buffer.size() == owned_[i].size()) return absl::OkStatus();
+  if (sharded_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "momentum buffer of ", params_[i].name, ": got ", buffer.size(),
+        " elements, the parameter has ", params_[i].count, " and this rank's shard of it ",
+        owned_[i].size()));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("momentum buffer of ", params_[i].name, ": got ",
+                                                 buffer.size(), " elements, the parameter has ",
+                                                 params_[i].count));
+}
+
+std::vector<float> SgdOptimizer::OwnedPart(size_t i, std::vector<float> buffer) const {
+  if (!sharded_ || buffer.empty() || buffer.size() == owned_[i].size()) return buffer;
+  // A whole parameter's buffer (a checkpoint's): keep the owned elements; none for an empty
+  // shard (that rank never steps the parameter).
+  if (owned_[i].empty()) return {};
+  return std::vector<float>(buffer.begin() + owned_[i].begin, buffer.begin() + owned_[i].end);
 }
 
 absl::Status SgdOptimizer::RestoreMomentumBuffer(const std::string& parameter_name,
                                                  std::vector<float> buffer) {
   for (size_t i = 0; i < params_.size(); ++i) {
     if (params_[i].name != parameter_name) continue;
-    if (!buffer.empty() && buffer.size() != params_[i].count) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("momentum buffer of ", parameter_name, ": got ", buffer.size(),
-                       " elements, the parameter has ", params_[i].count));
-    }
-    buffers_[i] = std::move(buffer);
+    RETURN_IF_ERROR(CheckRestoredSize(i, buffer));
+    buffers_[i] = OwnedPart(i, std::move(buffer));
     return absl::OkStatus();
   }
   return absl::NotFoundError(

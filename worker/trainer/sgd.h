@@ -47,6 +47,14 @@ class SgdOptimizer {
   // `options` must pass ValidateSgdOptions (checked; aborts otherwise: validate the job spec
   // first).
   SgdOptimizer(std::vector<ParameterInfo> params, SgdOptions options);
+  // The optimizer of one rank under strategy zero1 (ZeRO-1, worker/sync/shard_plan.h): it owns
+  // only owned[i] of parameter i's elements (one entry per parameter, possibly empty; checked,
+  // aborts otherwise). Step updates those elements only, with the very same per-element code as
+  // the unsharded optimizer, and a momentum buffer holds owned[i].size() elements: the memory
+  // saving. The other elements are left untouched (the caller all-gathers them from their
+  // owners).
+  SgdOptimizer(std::vector<ParameterInfo> params, SgdOptions options,
+               std::vector<ElementRange> owned);
 
   // One optimizer step over every parameter i with has_grad[i] (others are skipped and keep
   // their momentum buffer untouched, like torch's `p.grad is None`). params[i] and grads[i]
@@ -58,11 +66,17 @@ class SgdOptimizer {
 
   const std::vector<ParameterInfo>& parameters() const { return params_; }
   const SgdOptions& options() const { return options_; }
+  // Per parameter, the elements this optimizer steps: [0, count) unless sharded.
+  const std::vector<ElementRange>& owned() const { return owned_; }
+  bool sharded() const { return sharded_; }
+  // Momentum elements held (the sum of the buffers' sizes).
+  size_t momentum_elements() const;
   // Changes the learning rate for later steps (schedules).
   void set_lr(double lr) { options_.lr = lr; }
 
   // One entry per parameter, in parameters() order; an entry is empty while that parameter has
-  // no momentum buffer (momentum == 0, or no step with a gradient yet).
+  // no momentum buffer (momentum == 0, or no step with a gradient yet). Sharded: an entry holds
+  // the owned elements only (owned()[i].size()).
   const std::vector<std::vector<float>>& momentum_buffers() const { return buffers_; }
   // The buffer of the parameter called `parameter_name`, or null if it has none.
   const std::vector<float>* momentum_buffer(const std::string& parameter_name) const;
@@ -72,6 +86,8 @@ class SgdOptimizer {
   // Restores state saved from momentum_buffers() / step_count() (checkpoint resume).
   // INVALID_ARGUMENT if the number of entries differs from parameters().size() or a non-empty
   // entry's size differs from its parameter's count (the message names the parameter).
+  // Sharded: each non-empty entry holds either the owned elements or the whole parameter's
+  // (the checkpoint's form), of which the owned elements are kept.
   absl::Status RestoreMomentumBuffers(std::vector<std::vector<float>> buffers);
   // Sets one parameter's buffer by name. NOT_FOUND for an unknown name, INVALID_ARGUMENT for a
   // wrong size.
@@ -79,8 +95,14 @@ class SgdOptimizer {
   void set_step_count(uint64_t step_count) { step_count_ = step_count; }
 
  private:
+  // The size a restored buffer of parameter i must have, or (sharded) a full-size one to slice.
+  absl::Status CheckRestoredSize(size_t i, const std::vector<float>& buffer) const;
+  std::vector<float> OwnedPart(size_t i, std::vector<float> buffer) const;
+
   std::vector<ParameterInfo> params_;
   SgdOptions options_;
+  std::vector<ElementRange> owned_;
+  bool sharded_ = false;
   std::vector<std::vector<float>> buffers_;
   uint64_t step_count_ = 0;
 };

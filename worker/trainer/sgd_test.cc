@@ -210,5 +210,94 @@ TEST(SgdTest, TensorStepIsBitIdenticalToTheElementFunction) {
   }
 }
 
+// strategy zero1: optimizers that each own a sub-range of the parameters, applied one after the
+// other to the same tensors, leave them bit for bit where one unsharded optimizer does, with
+// momentum only for the owned elements; a full (checkpoint) buffer restored into a sharded
+// optimizer keeps the owned part and continues the same trajectory.
+TEST(SgdTest, ShardedOptimizersTogetherMatchOneUnshardedOptimizer) {
+  const std::vector<ParameterInfo> params = {{"a", {7}, 7}, {"b", {1000}, 1000}, {"c", {3}, 3}};
+  // Three "ranks": a and the first half of b; the rest of b; c. Rank 1 owns nothing of a or c.
+  const std::vector<std::vector<ElementRange>> owned = {
+      {{0, 7}, {0, 497}, {}}, {{}, {497, 1000}, {}}, {{}, {}, {0, 3}}};
+  for (bool nesterov : {false, true}) {
+    SgdOptions options;
+    options.lr = 0.05;
+    options.momentum = 0.9;
+    options.dampening = nesterov ? 0.0 : 0.1;
+    options.weight_decay = 0.0005;
+    options.nesterov = nesterov;
+    SgdOptimizer whole(params, options);
+    std::vector<SgdOptimizer> shards;
+    for (const auto& o : owned) shards.emplace_back(params, options, o);
+    std::vector<std::vector<float>> reference(3), sharded(3), grads(3);
+    for (size_t i = 0; i < 3; ++i) {
+      for (size_t k = 0; k < params[i].count; ++k) {
+        reference[i].push_back(std::sin(0.37f * k + i));
+      }
+      sharded[i] = reference[i];
+      grads[i].resize(params[i].count);
+    }
+    auto ptrs = [](std::vector<std::vector<float>>& v) {
+      return std::vector<float*>{v[0].data(), v[1].data(), v[2].data()};
+    };
+    const std::vector<const float*> g = {grads[0].data(), grads[1].data(), grads[2].data()};
+    for (int step = 0; step < 5; ++step) {
+      for (size_t i = 0; i < 3; ++i) {
+        for (size_t k = 0; k < grads[i].size(); ++k) {
+          grads[i][k] = std::cos(0.11f * k + step + i) * 0.3f;
+        }
+      }
+      // Parameter c has no gradient in step 0: its momentum starts a step later, as torch's.
+      const std::vector<bool> has_grad = {true, true, step > 0};
+      whole.Step(ptrs(reference), g, has_grad);
+      for (SgdOptimizer& shard : shards) shard.Step(ptrs(sharded), g, has_grad);
+      for (size_t i = 0; i < 3; ++i) {
+        ASSERT_EQ(sharded[i], reference[i]) << "parameter " << i << " step " << step;
+      }
+    }
+    EXPECT_EQ(whole.momentum_elements(), 1010u);
+    EXPECT_EQ(shards[0].momentum_elements(), 7u + 497u);
+    EXPECT_EQ(shards[1].momentum_elements(), 503u);
+    EXPECT_EQ(shards[2].momentum_elements(), 3u);
+    EXPECT_TRUE(shards[1].momentum_buffers()[0].empty());
+    EXPECT_EQ(shards[1].momentum_buffers()[1],
+              std::vector<float>(whole.momentum_buffers()[1].begin() + 497,
+                                 whole.momentum_buffers()[1].end()));
+
+    // Resume: the whole optimizer's (checkpoint) buffers into fresh sharded optimizers.
+    std::vector<SgdOptimizer> resumed;
+    for (const auto& o : owned) {
+      resumed.emplace_back(params, options, o);
+      ASSERT_TRUE(resumed.back().RestoreMomentumBuffers(whole.momentum_buffers()).ok());
+    }
+    EXPECT_EQ(resumed[1].momentum_buffers()[1], shards[1].momentum_buffers()[1]);
+    EXPECT_TRUE(resumed[1].momentum_buffers()[0].empty()) << "no shard of a: no buffer";
+    for (size_t i = 0; i < 3; ++i) {
+      for (float& v : grads[i]) v = -v;
+    }
+    whole.Step(ptrs(reference), g, {true, true, true});
+    for (SgdOptimizer& shard : resumed) shard.Step(ptrs(sharded), g, {true, true, true});
+    for (size_t i = 0; i < 3; ++i) EXPECT_EQ(sharded[i], reference[i]) << "parameter " << i;
+  }
+}
+
+TEST(SgdTest, ShardedRestoreRefusesABufferOfNeitherSize) {
+  SgdOptions options;
+  options.momentum = 0.9;
+  SgdOptimizer shard({{"w", {10}, 10}}, options, {{2, 6}});
+  EXPECT_TRUE(shard.sharded());
+  EXPECT_TRUE(shard.RestoreMomentumBuffers({std::vector<float>(4, 1.0f)}).ok());
+  EXPECT_EQ(shard.momentum_buffers()[0], std::vector<float>(4, 1.0f));
+  std::vector<float> full(10);
+  for (size_t k = 0; k < 10; ++k) full[k] = static_cast<float>(k);
+  EXPECT_TRUE(shard.RestoreMomentumBuffer("w", full).ok());
+  EXPECT_EQ(shard.momentum_buffers()[0], (std::vector<float>{2, 3, 4, 5}));
+  const absl::Status wrong = shard.RestoreMomentumBuffers({std::vector<float>(5)});
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(wrong.message()),
+              HasSubstr("momentum buffer of w: got 5 elements, the parameter has 10 and this "
+                        "rank's shard of it 4"));
+}
+
 }  // namespace
 }  // namespace ringleader

@@ -67,6 +67,14 @@ absl::Status GpuSgdOptimizer::Step(const std::vector<float*>& params,
   return absl::OkStatus();
 }
 
+size_t GpuSgdOptimizer::momentum_elements() const {
+  size_t n = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (buffers_[i] != nullptr) n += params_[i].count;
+  }
+  return n;
+}
+
 absl::StatusOr<std::vector<std::vector<float>>> GpuSgdOptimizer::CopyMomentumBuffersToHost() const {
   RL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   std::vector<std::vector<float>> out(params_.size());

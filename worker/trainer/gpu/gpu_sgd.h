@@ -44,6 +44,8 @@ class GpuSgdOptimizer {
   const SgdOptions& options() const { return options_; }
   void set_lr(double lr) { options_.lr = lr; }
   uint64_t step_count() const { return step_count_; }
+  // Momentum elements held on the device (the parameters that have a buffer).
+  size_t momentum_elements() const;
 
   // Like SgdOptimizer::momentum_buffers(): one entry per parameter, empty while it has none.
   // Waits for the stream.
