@@ -137,6 +137,7 @@ void Coordinator::ReleaseAttemptLocked(JobRecord* job, bool abort_unfinished,
     }
   }
   job->attempt_ended = clock_->Now();  // its log readers are told so after log_linger
+  job->held_failure.reset();  // whatever ended the attempt, a held failure has no say now
   const AttemptId attempt{JobId(job->status.job_id()), Generation(job->status.generation())};
   for (const v1::RankStatus& rank : job->status.ranks()) {
     WorkerRecord* worker = workers_.Find(WorkerId(rank.worker_id()));
@@ -506,6 +507,7 @@ void Coordinator::CheckStaleness() {
   }
   FailRendezvousLocked(now, scope.deferred());
   FailReattachLocked(now, scope.deferred());
+  FailHeldLocked(now, scope.deferred());
   for (const JobId& id : jobs_.queue()) {
     JobRecord* job = jobs_.Find(id);
     if (job->restart_waiting && job->restart_not_before <= now) {

@@ -229,7 +229,12 @@ class Coordinator {
   // The rank finished. The first report of a rank counts; later ones are ignored. A failed
   // rank restarts the job when it has restarts left and the failure is not `job_error`, else
   // FAILS it ("rank R (worker NAME on HOST) failed: <error>"); when every rank
-  // succeeded the job SUCCEEDED. A report after the job ended is recorded and changes nothing.
+  // succeeded the job SUCCEEDED. A failure that reads as a peer's consequence (IsPeerSymptom)
+  // while other ranks are unfinished is held for options.peer_failure_grace: a failure of
+  // another rank that is not itself a symptom, arriving in that time, names the attempt's
+  // failure, with the held one quoted after it; otherwise the held failure ends the attempt
+  // when the grace runs out (CheckStaleness), another rank's symptom arrives, or every rank
+  // has finished. A report after the job ended is recorded and changes nothing.
   // Errors: NOT_FOUND (unknown job), FAILED_PRECONDITION (stale generation), INVALID_ARGUMENT
   // (rank out of range).
   absl::Status FinishRank(const AttemptId& attempt, Rank rank, const RankOutcome& outcome);
@@ -452,6 +457,9 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails restored RUNNING jobs whose grace ran out with ranks still away.
   void FailReattachLocked(absl::Time now, DeferredCallbacks* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the attempts whose held failure (JobRecord::held_failure) waited its grace out.
+  void FailHeldLocked(absl::Time now, DeferredCallbacks* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time ClampDeadline(absl::Time deadline, absl::Time now) const;
 

@@ -20,6 +20,12 @@ class AttemptTest : public CoordinatorTest {
     attempt_ = AttemptId{job_, Generation(1)};
   }
   void JoinBoth() { assignments_ = TakeAndJoin({a_, b_}); }
+  // A failure that reads as a peer's consequence is held for the peer's own report: let the
+  // hold run out, so it ends the attempt.
+  void OutwaitTheHold() {
+    clock_.Advance(coordinator_.options().peer_failure_grace);
+    coordinator_.CheckStaleness();
+  }
 
   WorkerId a_, b_;
   JobId job_;
@@ -220,6 +226,7 @@ TEST_F(AttemptTest, ARankWhoseDaemonWentSilentTooIsNamedGone) {
   }
   ASSERT_TRUE(
       coordinator_.FinishRank(attempt_, Rank(0), {false, "connection closed by peer", ""}).ok());
+  OutwaitTheHold();
   EXPECT_THAT(LastReason(Job(job_)),
               HasSubstr("suspect: rank 1 (worker b on host-b) host or daemon gone: no heartbeat "
                         "from its daemon for 6s, rank process silent for 6s (no step yet)"));
@@ -234,6 +241,7 @@ TEST_F(AttemptTest, APeerNamedByTheFailingRankIsSuspectedSoonerAndALiveOneIsUnre
   Coordinator::RankOutcome closed{false, "peer closed the connection", ""};
   closed.peer = PeerBlame{1, "10.1.0.2:41729"};
   ASSERT_TRUE(coordinator_.FinishRank(attempt_, Rank(0), closed).ok());
+  OutwaitTheHold();
   // Its daemon's last heartbeat is 2 s old: within 1.5 heartbeat intervals, so not evidence
   // of a gone host; the text gives the figures.
   EXPECT_THAT(LastReason(Job(job_)),
@@ -249,6 +257,7 @@ TEST_F(AttemptTest, AnUnreachableLoopbackPeerOnAnotherHostGetsTheFix) {
   Coordinator::RankOutcome refused{false, "could not connect to rank 1 at 127.0.0.1:41729", ""};
   refused.peer = PeerBlame{1, "127.0.0.1:41729"};
   ASSERT_TRUE(coordinator_.FinishRank(attempt_, Rank(0), refused).ok());
+  OutwaitTheHold();
   EXPECT_EQ(LastReason(Job(job_)),
             "rank 0 (worker a on host-a) failed: could not connect to rank 1 at "
             "127.0.0.1:41729; rank 1's collective address 127.0.0.1:41729 is a loopback address, "
@@ -257,6 +266,73 @@ TEST_F(AttemptTest, AnUnreachableLoopbackPeerOnAnotherHostGetsTheFix) {
             "unset to use the address of the route to the coordinator); other ranks: rank 1 "
             "(worker b on host-b) alive but unreachable at 127.0.0.1:41729, connecting (1 peer) "
             "for 500ms");
+}
+
+TEST_F(AttemptTest, AHeldPeerSymptomGivesWayToThePeersOwnFailure) {
+  JoinBoth();
+  // PyTorch's rank 0 aborts on the connection its peer closed as it died of its own error...
+  ASSERT_TRUE(coordinator_
+                  .FinishRank(attempt_, Rank(0),
+                              {false,
+                               "command killed by signal 6 (SIGABRT): what():  "
+                               "[./gloo/transport/tcp/pair.cc:598] Connection closed by peer "
+                               "[127.0.0.1]:39332",
+                               ""})
+                  .ok());
+  EXPECT_EQ(Job(job_).state(), v1::JOB_STATE_RUNNING) << "a symptom is held for its cause";
+  clock_.Advance(coordinator_.options().peer_failure_grace / 2);
+  coordinator_.CheckStaleness();
+  EXPECT_EQ(Job(job_).state(), v1::JOB_STATE_RUNNING);
+  // ... and rank 1's own report, the cause, arrives within the grace.
+  ASSERT_TRUE(coordinator_
+                  .FinishRank(attempt_, Rank(1),
+                              {false, "command exited with code 1: ValueError: injected failure",
+                               ""})
+                  .ok());
+  const v1::JobStatus job = Job(job_);
+  EXPECT_NE(job.state(), v1::JOB_STATE_RUNNING);
+  EXPECT_THAT(LastReason(job),
+              HasSubstr("rank 1 (worker b on host-b) failed: command exited with code 1: "
+                        "ValueError: injected failure"));
+  EXPECT_THAT(LastReason(job),
+              HasSubstr("; before it, as a consequence: rank 0 (worker a on host-a) failed: "
+                        "command killed by signal 6 (SIGABRT)"));
+  EXPECT_LT(LastReason(job).find("rank 1 (worker b"), LastReason(job).find("rank 0 (worker a"))
+      << "the cause comes first: " << LastReason(job);
+}
+
+TEST_F(AttemptTest, AHeldPeerSymptomEndsTheAttemptWhenItsGraceRunsOut) {
+  JoinBoth();
+  ASSERT_TRUE(coordinator_
+                  .FinishRank(attempt_, Rank(0), {false, "peer rank 1 aborted the collective", ""})
+                  .ok());
+  clock_.Advance(coordinator_.options().peer_failure_grace - absl::Milliseconds(1));
+  coordinator_.CheckStaleness();
+  EXPECT_EQ(Job(job_).state(), v1::JOB_STATE_RUNNING);
+  clock_.Advance(absl::Milliseconds(1));
+  coordinator_.CheckStaleness();
+  EXPECT_NE(Job(job_).state(), v1::JOB_STATE_RUNNING);
+  EXPECT_THAT(LastReason(Job(job_)),
+              HasSubstr("rank 0 (worker a on host-a) failed: peer rank 1 aborted the collective"));
+}
+
+TEST_F(AttemptTest, TwoSymptomsEndTheAttemptAtOnceWithTheFirstInFront) {
+  JoinBoth();
+  ASSERT_TRUE(
+      coordinator_.FinishRank(attempt_, Rank(1), {false, "Connection reset by peer", ""}).ok());
+  ASSERT_TRUE(
+      coordinator_.FinishRank(attempt_, Rank(0), {false, "connection closed by peer", ""}).ok());
+  EXPECT_NE(Job(job_).state(), v1::JOB_STATE_RUNNING);
+  EXPECT_THAT(LastReason(Job(job_)),
+              HasSubstr("rank 1 (worker b on host-b) failed: Connection reset by peer"));
+  EXPECT_THAT(LastReason(Job(job_)),
+              HasSubstr("; then rank 0 (worker a on host-a) failed: connection closed by peer"));
+}
+
+TEST_F(AttemptTest, AFailureOfItsOwnEndsTheAttemptAtOnce) {
+  JoinBoth();
+  ASSERT_TRUE(coordinator_.FinishRank(attempt_, Rank(0), {false, "step 3: NaN loss", ""}).ok());
+  EXPECT_NE(Job(job_).state(), v1::JOB_STATE_RUNNING);
 }
 
 TEST_F(AttemptTest, AFailureNamesNoSuspectWhileEveryRankIsHeardFrom) {

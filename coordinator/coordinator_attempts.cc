@@ -358,11 +358,42 @@ absl::Status Coordinator::FinishRank(const AttemptId& attempt, Rank rank,
   if (!outcome.ok) {
     // A fault of the job itself (the rank says so) fails it; anything else may be the
     // machine's, and the job restarts if it has restarts left.
-    FailAttemptLocked(job,
-                      absl::StrCat(DescribeRank(*finished), " failed: ",
-                                   outcome.error.empty() ? "(no error message)" : outcome.error,
-                                   OtherRanksLocked(*job, rank, outcome.peer)),
-                      /*restartable=*/!outcome.job_error, scope.deferred());
+    const std::string summary =
+        absl::StrCat(DescribeRank(*finished), " failed: ",
+                     outcome.error.empty() ? "(no error message)" : outcome.error);
+    std::string reason = absl::StrCat(summary, OtherRanksLocked(*job, rank, outcome.peer));
+    const bool symptom = IsPeerSymptom(outcome.error, outcome.peer.has_value());
+    if (job->held_failure.has_value()) {
+      // A cause arrived for the held symptom (or a second symptom: the first keeps its place).
+      JobRecord::HeldFailure held = *std::move(job->held_failure);
+      job->held_failure.reset();
+      if (symptom) {
+        FailAttemptLocked(job, absl::StrCat(held.reason, "; then ", summary), held.restartable,
+                          scope.deferred());
+      } else {
+        FailAttemptLocked(job, absl::StrCat(reason, "; before it, as a consequence: ", held.summary),
+                          /*restartable=*/!outcome.job_error, scope.deferred());
+      }
+      return absl::OkStatus();
+    }
+    const bool others_running = !AllRanks(job->status, [](const v1::RankStatus& r) {
+      return r.finished();
+    });
+    if (symptom && others_running && options_.peer_failure_grace > absl::ZeroDuration()) {
+      job->held_failure = JobRecord::HeldFailure{std::move(reason), summary, !outcome.job_error,
+                                                 clock_->Now() + options_.peer_failure_grace};
+      return absl::OkStatus();
+    }
+    FailAttemptLocked(job, std::move(reason), /*restartable=*/!outcome.job_error,
+                      scope.deferred());
+  } else if (job->held_failure.has_value() &&
+             AllRanks(job->status, [](const v1::RankStatus& r) { return r.finished(); })) {
+    // Every other rank finished without naming a cause: the held failure is the attempt's.
+    JobRecord::HeldFailure held = *std::move(job->held_failure);
+    job->held_failure.reset();
+    FailAttemptLocked(job, std::move(held.reason), held.restartable, scope.deferred());
+  } else if (job->held_failure.has_value()) {
+    // Still waiting for the held failure's cause.
   } else if (!finished->joined()) {
     FailAttemptLocked(job,
                       absl::StrCat(DescribeRank(*finished), " failed: finished without joining"),
@@ -374,6 +405,16 @@ absl::Status Coordinator::FinishRank(const AttemptId& attempt, Rank rank,
                  scope.deferred());
   }
   return absl::OkStatus();
+}
+
+void Coordinator::FailHeldLocked(absl::Time now, DeferredCallbacks* deferred) {
+  for (JobRecord* job : jobs_.All()) {
+    if (!job->held_failure.has_value() || job->held_failure->deadline > now) continue;
+    JobRecord::HeldFailure held = *std::move(job->held_failure);
+    job->held_failure.reset();
+    if (AttemptOver(job->status)) continue;
+    FailAttemptLocked(job, std::move(held.reason), held.restartable, deferred);
+  }
 }
 
 }  // namespace ringleader

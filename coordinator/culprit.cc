@@ -4,6 +4,7 @@
 #include <map>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -154,6 +155,17 @@ std::string DescribeOtherRanks(const std::vector<RankEvidence>& ranks,
   if (!others.empty()) parts.push_back(absl::StrCat("other ranks: ", absl::StrJoin(others, "; ")));
   if (parts.empty()) return "";
   return absl::StrCat("; ", absl::StrJoin(parts, "; "));
+}
+
+bool IsPeerSymptom(const std::string& error, bool has_peer) {
+  if (has_peer) return true;
+  const std::string lower = absl::AsciiStrToLower(error);
+  for (const char* words : {"connection closed by peer", "connection reset by peer",
+                            "peer closed the connection", "aborted the collective",
+                            "is gone: its process exited", "broken pipe"}) {
+    if (absl::StrContains(lower, words)) return true;
+  }
+  return false;
 }
 
 }  // namespace ringleader

@@ -99,6 +99,13 @@ std::string DescribeOtherRanks(const std::vector<RankEvidence>& ranks,
 // (step 13)"; "" when it never was.
 std::string DescribeLastHeard(const RankEvidence& rank);
 
+// Whether a rank's failure reads as a consequence of a peer's rather than a cause of its own:
+// it names the peer it lost (`has_peer`), or its error says a peer closed or reset the
+// connection, aborted the collective, or exited ("Connection closed by peer", gloo's and
+// PyTorch's wording included). The coordinator holds such a failure briefly for the peer's own
+// report (CoordinatorOptions::peer_failure_grace).
+bool IsPeerSymptom(const std::string& error, bool has_peer);
+
 // The hint for a peer whose collective address is loopback while it runs on another host than
 // the failing rank; "" otherwise.
 std::string LoopbackHint(const PeerBlame& peer, const std::string& peer_host,

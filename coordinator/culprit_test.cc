@@ -184,5 +184,16 @@ TEST(DescribeLastHeardTest, SaysWhenAndInWhichPhaseALostRankWasLastHeardFrom) {
   EXPECT_EQ(DescribeLastHeard(rank), "");
 }
 
+TEST(IsPeerSymptomTest, ALostConnectionOrAPeersAbortIsASymptomAnOwnErrorIsNot) {
+  EXPECT_TRUE(IsPeerSymptom("[./gloo/transport/tcp/pair.cc:598] Connection closed by peer", false));
+  EXPECT_TRUE(IsPeerSymptom("read: Connection reset by peer", false));
+  EXPECT_TRUE(IsPeerSymptom("shm rank 0/2 barrier: peer rank 1 aborted the collective: x", false));
+  EXPECT_TRUE(IsPeerSymptom("peer rank 1 (pid 42) is gone: its process exited while ...", false));
+  EXPECT_TRUE(IsPeerSymptom("anything at all", /*has_peer=*/true));
+  EXPECT_FALSE(IsPeerSymptom("step 3: NaN loss", false));
+  EXPECT_FALSE(IsPeerSymptom("timed out waiting for rank 1 to reach the same operation", false));
+  EXPECT_FALSE(IsPeerSymptom("ValueError: injected failure at step 3 on rank 1", false));
+}
+
 }  // namespace
 }  // namespace ringleader

@@ -47,6 +47,18 @@ struct JobRecord {
   std::vector<v1::Alarm> carried_alarms;
   v1::Verdict carried_verdict;
 
+  // A failure of the current attempt held for the peer's own report (see
+  // CoordinatorOptions::peer_failure_grace): its reason as it would have been given, and the
+  // rank's own words for quoting after a cause that arrives in time. Cleared when the attempt
+  // ends.
+  struct HeldFailure {
+    std::string reason;
+    std::string summary;  // "rank 0 (worker w0 on h) failed: <error>"
+    bool restartable = true;
+    absl::Time deadline;
+  };
+  std::optional<HeldFailure> held_failure;
+
   // When each rank's process was last heard from in the current attempt (JoinJob, any
   // ReportProgress including keepalives), by rank.
   std::map<uint32_t, absl::Time> last_contact;

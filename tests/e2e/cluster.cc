@@ -149,6 +149,15 @@ v1::JobSpec SmallSyntheticSpec(const std::string& name) {
   return spec;
 }
 
+v1::JobSpec UntilCancelledSpec(const std::string& name) {
+  v1::JobSpec spec = SmallSyntheticSpec(name);
+  // 256 steps an epoch for 10 000 epochs: 2.56 M steps, over ten minutes even at the ~4 000
+  // steps a second two ranks sharing memory reach on this tiny model.
+  spec.mutable_data()->set_max_train_examples(16384);
+  spec.set_epochs(10000);
+  return spec;
+}
+
 absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Start(const ClusterOptions& options) {
   std::unique_ptr<Cluster> cluster(new Cluster());
   const char* tmp = getenv("TEST_TMPDIR");

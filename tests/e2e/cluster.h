@@ -183,6 +183,9 @@ std::string LastReason(const v1::JobStatus& job);
 // A small synthetic job that trains in about a second with two ranks (16 steps per epoch),
 // without restarts (max_restarts 0: a failure ends it).
 v1::JobSpec SmallSyntheticSpec(const std::string& name);
+// SmallSyntheticSpec for a job that trains far longer than any test waits (tests cancel it or
+// end it with a fault).
+v1::JobSpec UntilCancelledSpec(const std::string& name);
 
 }  // namespace e2e
 }  // namespace ringleader

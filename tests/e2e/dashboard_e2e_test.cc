@@ -314,8 +314,7 @@ TEST_F(DashboardE2eTest, AFinishedJobsPageShowsItsChartsAlarmsAndAttempt) {
 }
 
 TEST_F(DashboardE2eTest, ARunningJobsPageKeepsPollingAndStopsWhenTheJobEnds) {
-  v1::JobSpec spec = SmallSyntheticSpec("dashboard-live");
-  spec.set_epochs(1000);  // runs until cancelled
+  v1::JobSpec spec = UntilCancelledSpec("dashboard-live");
   absl::StatusOr<std::string> job_id = cluster_->Submit(spec);
   ASSERT_TRUE(job_id.ok()) << job_id.status();
   ASSERT_TRUE(cluster_->WaitForState(*job_id, v1::JOB_STATE_RUNNING, absl::Seconds(30)).ok())

@@ -50,8 +50,7 @@ constexpr uint64_t kStepsBeforeFault = 3;
 
 // A job that trains far longer than any test waits: a fault always lands in the middle of it.
 v1::JobSpec LongSyntheticSpec(const std::string& name) {
-  v1::JobSpec spec = SmallSyntheticSpec(name);
-  spec.set_epochs(1000);
+  v1::JobSpec spec = UntilCancelledSpec(name);
   // A peer that stops answering fails a collective after 5 s (the heartbeat timeout catches a
   // silent daemon long before).
   spec.set_collective_timeout_ms(5000);

@@ -120,8 +120,7 @@ TEST(MetricsE2eTest, PrometheusScrapesTheRunningJobAndSeesItCancelled) {
   Cluster& cluster = **started;
 
   // Long enough to be scraped several times; cancelled below.
-  v1::JobSpec spec = SmallSyntheticSpec("scraped");
-  spec.set_epochs(1000);
+  v1::JobSpec spec = UntilCancelledSpec("scraped");
   absl::StatusOr<std::string> job = cluster.Submit(spec);
   ASSERT_TRUE(job.ok()) << job.status();
 
