@@ -67,6 +67,9 @@ ABSL_FLAG(absl::Duration, max_wait, absl::Seconds(30),
 ABSL_FLAG(absl::Duration, silent_rank_after, absl::Seconds(5),
           "When a rank fails, name the other ranks whose process has been silent this long as "
           "suspects (rank processes send a keepalive every second).");
+ABSL_FLAG(absl::Duration, peer_failure_grace, absl::Seconds(2),
+          "A rank's failure that is a peer's consequence (connection closed by peer, a peer's "
+          "abort) waits this long for the peer's own report to name the failure (0 = never).");
 ABSL_FLAG(absl::Duration, restart_backoff, absl::Seconds(1),
           "A failed job with restarts left (spec max_restarts) is placed again after this long; "
           "the wait doubles with each further restart of the job.");
@@ -148,6 +151,14 @@ int Run() {
   options.rendezvous_timeout = absl::GetFlag(FLAGS_rendezvous_timeout);
   options.max_wait = absl::GetFlag(FLAGS_max_wait);
   options.silent_rank_after = absl::GetFlag(FLAGS_silent_rank_after);
+  options.peer_failure_grace = absl::GetFlag(FLAGS_peer_failure_grace);
+  if (options.peer_failure_grace < absl::ZeroDuration() ||
+      options.peer_failure_grace == absl::InfiniteDuration()) {
+    std::fprintf(stderr,
+                 "ringleader-coordinator: --peer_failure_grace must be finite and >= 0, got %s\n",
+                 absl::FormatDuration(options.peer_failure_grace).c_str());
+    return 2;
+  }
   options.allow_fault_injection = absl::GetFlag(FLAGS_allow_fault_injection);
   options.restart_backoff = absl::GetFlag(FLAGS_restart_backoff);
   options.max_restart_backoff = absl::GetFlag(FLAGS_max_restart_backoff);
