@@ -59,6 +59,20 @@ const std::vector<CommandSpec>& Commands() {
         {"set", "KEY.PATH=VALUE", "set any spec field, e.g. --set sync.bucket_cap_mb=4",
          /*repeated=*/true},
         {"watch", "", "follow the job after submitting it (as 'ringleader watch')"}}},
+      {"plan",
+       "[SPEC.yaml]",
+       0,
+       1,
+       "print the predicted memory per rank of every strategy for a spec (no coordinator)",
+       "Reads the spec as 'submit' does (the YAML file, then --world_size and each --set in\n"
+       "order; world_size 2 unless given) and validates it, then prints per strategy (ddp,\n"
+       "zero1, zero2, fsdp) the bytes one rank holds: parameters, gradients, optimizer state\n"
+       "(SGD momentum), communication buffers, their total, the ratio to ddp and whether\n"
+       "ringleader runs it today (zero2 and fsdp are planned). The formulas are in\n"
+       "common/memory_plan.h. Works offline: nothing is sent.",
+       {{"world_size", "N", "number of ranks (default: the spec's, or 2)"},
+        {"set", "KEY.PATH=VALUE", "set any spec field, e.g. --set sync.comm_dtype=bf16",
+         /*repeated=*/true}}},
       {"status",
        "JOB",
        1,
@@ -233,7 +247,7 @@ int RunCli(const std::vector<std::string>& args, const CommandEnvironment& base_
 
   // Everything the command needs is checked before connecting.
   SubmitOptions submit;
-  if (line->command == "submit") {
+  if (line->command == "submit" || line->command == "plan") {
     if (!line->arguments.empty()) submit.spec_path = line->arguments[0];
     for (const auto& [flag, path] : SubmitFieldFlags()) {
       if (line->Has(flag)) submit.overrides.push_back({"--" + flag, path, line->Value(flag)});
@@ -253,6 +267,8 @@ int RunCli(const std::vector<std::string>& args, const CommandEnvironment& base_
     }
     submit.watch = line->Has("watch");
   }
+  // `plan` computes offline: no coordinator, no TLS.
+  if (line->command == "plan") return RunPlan(submit, env);
   MetricsOptions metrics;
   if (line->command == "metrics") {
     metrics.format = line->Value("format", env.json ? "json" : metrics.format);

@@ -126,6 +126,13 @@ absl::StatusOr<v1::JobSpec> BuildSubmitSpec(const SubmitOptions& options,
                                             const CommandEnvironment& env);
 
 int RunSubmit(const SubmitOptions& options, JobClient& client, const CommandEnvironment& env);
+// `plan`: builds the spec as `submit` does (options.watch is ignored) and prints the predicted
+// per-rank memory of every strategy at its world_size (common/memory_plan.h), as a table or,
+// with env.json, as a v1.MemoryPlan. Needs no coordinator. Exit 2 for an invalid spec or one
+// that cannot be planned (a command job).
+int RunPlan(const SubmitOptions& options, const CommandEnvironment& env);
+// The table `plan` prints.
+std::string FormatMemoryPlan(const v1::MemoryPlan& plan, const v1::JobSpec& spec);
 int RunStatus(const std::string& job_id, JobClient& client, const CommandEnvironment& env);
 // Follows the job to a terminal state, then prints the coordinator's verdict; exit 0 only when
 // the job SUCCEEDED and the verdict is PASS or WARN.

@@ -138,6 +138,37 @@ TEST_F(CommandsTest, StatusShowsWhereEachRankIsWhileTheAttemptRuns) {
   EXPECT_THAT(text, Not(HasSubstr("\n0     connecting")));
 }
 
+TEST_F(CommandsTest, StatusShowsEachRanksMeasuredMemoryBesideThePrediction) {
+  v1::GetJobResponse response;
+  *response.mutable_job() = RunningJob();
+  v1::JobSpec* spec = response.mutable_job()->mutable_spec();
+  spec->set_strategy("zero1");
+  spec->mutable_data()->set_dataset("synthetic");
+  for (uint32_t width : {4u, 3u, 2u}) spec->mutable_model()->add_layers(width);
+  // Rank 0 holds what common/memory_plan.h predicts for it (23 parameters, 2 ranks, zero1:
+  // 92 + 96 + 44 + 144 bytes); rank 1 reports more than its 380 predicted; no rank 2.
+  auto report = [&](int r, uint64_t optimizer) {
+    v1::RankMemory* memory = response.mutable_job()->mutable_ranks(r)->mutable_memory();
+    memory->set_parameter_bytes(92);
+    memory->set_gradient_bytes(96);
+    memory->set_optimizer_bytes(optimizer);
+    memory->set_comm_buffer_bytes(144);
+    memory->set_total_bytes(92 + 96 + optimizer + 144);
+  };
+  report(0, 44);
+  report(1, 2048);
+  EXPECT_CALL(client_, Get("j-3")).WillOnce(Return(response));
+  EXPECT_EQ(RunStatus("j-3", client_, env_), kExitOk);
+  const std::string text = out_.str();
+  EXPECT_THAT(text, HasSubstr("memory per rank (measured after its first step)\n"
+                              "  RANK  TOTAL              PREDICTED      PARAMETERS  GRADIENTS  "
+                              "OPTIMIZER  COMM_BUFFERS\n"
+                              "  0     376 B (376 B)      376 B (equal)  92 B        96 B       "
+                              "44 B       144 B\n"
+                              "  1     2.32 KiB (2380 B)  380 B          92 B        96 B       "
+                              "2.00 KiB   144 B\n"));
+}
+
 TEST_F(CommandsTest, StatusPrintsStateTransitionsRanksAndEpochs) {
   v1::GetJobResponse response;
   *response.mutable_job() = RunningJob();

@@ -13,6 +13,8 @@
 #include "client/commands.h"
 #include "client/format.h"
 #include "client/table.h"
+#include "common/job_spec.h"
+#include "common/memory_plan.h"
 #include "common/rank_phase.h"
 #include "client/verdict_format.h"
 
@@ -64,6 +66,35 @@ void AppendAttemptsAndEvents(const v1::JobStatus& job, std::string* text) {
                       "\n");
     }
   }
+}
+
+// What each rank reported it holds after its first step, beside the prediction for its rank
+// (common/memory_plan.h) under the job's strategy. Nothing until a rank has reported.
+void AppendMemory(const v1::JobStatus& job, std::string* text) {
+  Table memory({"RANK", "TOTAL", "PREDICTED", "PARAMETERS", "GRADIENTS", "OPTIMIZER",
+                "COMM_BUFFERS"},
+               "  ");
+  v1::JobSpec spec = job.spec();
+  ApplyJobSpecDefaults(&spec);  // the coordinator stores it completed; an older one may not
+  for (const v1::RankStatus& rank : job.ranks()) {
+    if (!rank.has_memory()) continue;
+    const v1::RankMemory& held = rank.memory();
+    absl::StatusOr<v1::RankMemory> predicted =
+        PredictRankMemory(spec, spec.strategy(), spec.world_size(), rank.rank());
+    std::string expected = "-";
+    if (predicted.ok()) {
+      expected = predicted->total_bytes() == held.total_bytes()
+                     ? absl::StrCat(FormatBytes(predicted->total_bytes()), " (equal)")
+                     : FormatBytes(predicted->total_bytes());
+    }
+    memory.AddRow({absl::StrCat(rank.rank()),
+                   absl::StrCat(FormatBytes(held.total_bytes()), " (", held.total_bytes(), " B)"),
+                   expected, FormatBytes(held.parameter_bytes()),
+                   FormatBytes(held.gradient_bytes()), FormatBytes(held.optimizer_bytes()),
+                   FormatBytes(held.comm_buffer_bytes())});
+  }
+  if (memory.rows() > 0) absl::StrAppend(text, "\nmemory per rank (measured after its first step)\n",
+                                         memory.Render());
 }
 
 }  // namespace
@@ -134,6 +165,7 @@ std::string FormatJobStatus(const v1::JobStatus& job) {
                      rank.process_state().empty() ? "-" : rank.process_state()});
   }
   if (any_activity) absl::StrAppend(&text, "\nactivity\n", activity.Render());
+  AppendMemory(job, &text);
   if (!errors.empty()) absl::StrAppend(&text, "\nrank errors\n", absl::StrJoin(errors, "\n"), "\n");
 
   if (job.alarms_size() > 0) {

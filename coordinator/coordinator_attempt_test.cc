@@ -403,5 +403,34 @@ TEST_F(AttemptTest, ProgressKeepsLatestStepPerRankAndEpochsByEpoch) {
   EXPECT_EQ(job.epochs(1).epoch(), 1u);
 }
 
+TEST_F(AttemptTest, TheMemoryARankReportsWithItsFirstStepLandsInItsStatus) {
+  JoinBoth();
+  v1::StepReport step1;
+  step1.set_step(1);
+  step1.set_collectives(2);
+  v1::RankMemory* memory = step1.mutable_memory();
+  memory->set_parameter_bytes(92);
+  memory->set_gradient_bytes(96);
+  memory->set_optimizer_bytes(48);
+  memory->set_comm_buffer_bytes(144);
+  memory->set_total_bytes(380);
+  v1::StepReport step2;
+  step2.set_step(2);
+  step2.set_collectives(2);
+  ASSERT_TRUE(coordinator_.ReportProgress(attempt_, Rank(1), {step1}, {}).ok());
+  // Later reports carry none: the figures stay.
+  ASSERT_TRUE(coordinator_.ReportProgress(attempt_, Rank(1), {step2}, {}).ok());
+
+  const v1::JobStatus job = Job(job_);
+  EXPECT_EQ(job.ranks(1).last_step().step(), 2u);
+  ASSERT_TRUE(job.ranks(1).has_memory());
+  EXPECT_EQ(job.ranks(1).memory().parameter_bytes(), 92u);
+  EXPECT_EQ(job.ranks(1).memory().gradient_bytes(), 96u);
+  EXPECT_EQ(job.ranks(1).memory().optimizer_bytes(), 48u);
+  EXPECT_EQ(job.ranks(1).memory().comm_buffer_bytes(), 144u);
+  EXPECT_EQ(job.ranks(1).memory().total_bytes(), 380u);
+  EXPECT_FALSE(job.ranks(0).has_memory());
+}
+
 }  // namespace
 }  // namespace ringleader

@@ -185,8 +185,12 @@ absl::StatusOr<Coordinator::StopSignal> Coordinator::ReportProgress(
   }
   if (steps.empty() && epochs.empty()) return answer(false, "");  // a keepalive
   if (!steps.empty()) {
-    *job->status.mutable_ranks(static_cast<int>(rank.value()))->mutable_last_step() =
-        steps.back();
+    v1::RankStatus* reporting = job->status.mutable_ranks(static_cast<int>(rank.value()));
+    *reporting->mutable_last_step() = steps.back();
+    // What the rank holds, measured once per attempt (its first step's report).
+    for (const v1::StepReport& step : steps) {
+      if (step.has_memory()) *reporting->mutable_memory() = step.memory();
+    }
     if (NoteRecoveryLocked(job, steps)) SaveLocked(*job, scope.deferred());
   }
   // Every step goes through the judge, not only the last of a batch.

@@ -129,8 +129,11 @@ absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch
     gather.timeout = collective_timeout_;
     gather.memory = runner_->memory();
     gather.ledger = ledger;
+    size_t staging = 0;
+    gather.staging_bytes = &staging;
     RETURN_IF_ERROR(
         AllGatherParameterShards(comm_, *shards_, runner_->mutable_parameter_ptrs(), gather));
+    gather_staging_bytes_ = std::max(gather_staging_bytes_, staging);
     gather_time = clock_->Now() - gather_start;
   }
 

@@ -70,6 +70,9 @@ class StepRunner {
   // collective.
   absl::StatusOr<std::vector<std::vector<float>>> GatherMomentum();
   bool sharded() const { return shards_ != nullptr; }
+  // The most bytes of staging the zero1 parameter gather allocated in one step (0 without
+  // sharding, or before the first step).
+  size_t gather_staging_bytes() const { return gather_staging_bytes_; }
 
  private:
   // The bypassing rank still feeds the reducer (so its peers' collectives match), with copies of
@@ -87,6 +90,7 @@ class StepRunner {
   const uint32_t rank_;
   const std::function<void(absl::Duration)> sleep_;
   std::vector<float*> own_grads_;  // the runner's own gradient slots (frozen parameters keep them)
+  size_t gather_staging_bytes_ = 0;
   std::vector<float> x_;           // the micro-batch, reused across steps
   std::vector<int32_t> y_;
 };

@@ -408,6 +408,9 @@ class RankTrainer {
         }
         if (first_report) {
           first_report = false;
+          // The momentum exists from the first step on: what this rank holds, measured once.
+          *report.mutable_memory() = MeasureMemory();
+          outcome_.memory = report.memory();
           report.set_resumed_from_step(resume_step_);
           report.set_resumed_from(resume_.path);
           for (const std::string& skipped : resume_.skipped) {
@@ -500,6 +503,18 @@ class RankTrainer {
       return absl::InternalError("zero1 checkpoint without the gathered optimizer state");
     }
     return runner_->CaptureStateWithMomentum(step, epoch, fingerprint_, *std::move(momentum));
+  }
+
+  // The buffers this rank holds, by kind (common/memory_plan.h predicts the same figures).
+  v1::RankMemory MeasureMemory() const {
+    v1::RankMemory memory;
+    memory.set_parameter_bytes(runner_->parameter_count() * sizeof(float));
+    memory.set_gradient_bytes(reducer_->arena_bytes());
+    memory.set_optimizer_bytes(runner_->momentum_elements() * sizeof(float));
+    memory.set_comm_buffer_bytes(reducer_->wire_buffer_bytes() + steps_->gather_staging_bytes());
+    memory.set_total_bytes(memory.parameter_bytes() + memory.gradient_bytes() +
+                           memory.optimizer_bytes() + memory.comm_buffer_bytes());
+    return memory;
   }
 
   // For the start line: "ddp", or "zero1 (optimizer state for 58786 of 235146 elements)".

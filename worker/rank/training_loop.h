@@ -128,6 +128,10 @@ struct TrainingOutcome {
   // Momentum-buffer elements this rank's optimizer holds at the end: every trainable element
   // under ddp (with momentum), about 1/world of them under zero1.
   uint64_t momentum_elements = 0;
+  // What this rank held after its first step of the attempt (also sent with that step's
+  // report): parameters, the reducer's arena, momentum, communication buffers. Empty when the
+  // attempt ran no step.
+  v1::RankMemory memory;
 };
 
 // Runs the attempt (see the file comment) without the final FinishRank.

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/job_spec.h"
+#include "common/memory_plan.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/checkpoint/checkpoint.h"
@@ -287,6 +288,20 @@ TEST_F(TrainingLoopTest, UnusedParameterWithFindUnusedTrains) {
   EXPECT_EQ(fake_->steps(0).back().drift(), 0.0);
 }
 
+// Each rank's measured memory (its outcome and its first step's report) is what
+// common/memory_plan.h predicts for it, byte for byte.
+void ExpectMemoryAsPredicted(v1::JobSpec spec, const std::vector<RankRunResult>& results) {
+  ApplyJobSpecDefaults(&spec);
+  for (uint32_t rank = 0; rank < results.size(); ++rank) {
+    absl::StatusOr<v1::RankMemory> predicted =
+        PredictRankMemory(spec, spec.strategy(), spec.world_size(), rank);
+    ASSERT_TRUE(predicted.ok()) << predicted.status();
+    EXPECT_EQ(results[rank].outcome.memory.SerializeAsString(), predicted->SerializeAsString())
+        << "rank " << rank << ": measured " << results[rank].outcome.memory.ShortDebugString()
+        << ", predicted " << predicted->ShortDebugString();
+  }
+}
+
 TEST_F(TrainingLoopTest, FrozenParametersStayOutOfTheReducerAndDoNotChange) {
   Watchdog watchdog(absl::Seconds(60), "frozen");
   v1::JobSpec spec = SmallSpec();
@@ -306,6 +321,8 @@ TEST_F(TrainingLoopTest, FrozenParametersStayOutOfTheReducerAndDoNotChange) {
   const CheckpointTensor* bias = loaded->FindTensor("fc1.bias");
   ASSERT_NE(bias, nullptr);
   EXPECT_NE(bias->data, std::vector<float>(fresh.param(1), fresh.param(1) + 32));
+  // fc1.weight has neither a gradient slot nor momentum.
+  ExpectMemoryAsPredicted(spec, results);
 }
 
 TEST_F(TrainingLoopTest, GradientAccumulationAndBf16StillAgreeAcrossRanks) {
@@ -325,6 +342,11 @@ TEST_F(TrainingLoopTest, GradientAccumulationAndBf16StillAgreeAcrossRanks) {
     EXPECT_EQ(s0[i].synced_grad_norm(), s1[i].synced_grad_norm());
   }
   EXPECT_EQ(s0.back().drift(), 0.0);
+  // The reducer's bf16 wire copy is counted as a communication buffer.
+  ExpectMemoryAsPredicted(spec, results);
+  EXPECT_GT(results[0].outcome.memory.comm_buffer_bytes(), 0u);
+  ASSERT_TRUE(s0[0].has_memory());
+  EXPECT_EQ(s0[0].memory().total_bytes(), results[0].outcome.memory.total_bytes());
 }
 
 TEST_F(TrainingLoopTest, StopFromTheCoordinatorEndsEveryRankAtTheSameStep) {

@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
+#include "common/memory_plan.h"
 #include "gtest/gtest.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/checkpoint/checkpoint_series.h"
@@ -170,6 +171,25 @@ void ExpectZero1MatchesDdp(uint32_t world, bool nesterov) {
     zero1_total += zero1_held;
   }
   EXPECT_EQ(zero1_total, plan.total) << "the shards cover every element once";
+
+  // What each rank measured it holds (sent with its first step only) is what
+  // common/memory_plan.h predicts for that rank, byte for byte.
+  for (const Run* run : {&ddp, &zero1}) {
+    const v1::JobSpec spec = EquivalenceSpec(world, run == &ddp ? "ddp" : "zero1", nesterov);
+    for (uint32_t rank = 0; rank < world; ++rank) {
+      absl::StatusOr<v1::RankMemory> predicted =
+          PredictRankMemory(spec, spec.strategy(), world, rank);
+      ASSERT_TRUE(predicted.ok()) << predicted.status();
+      const v1::RankMemory& measured = run->results[rank].outcome.memory;
+      EXPECT_EQ(measured.SerializeAsString(), predicted->SerializeAsString())
+          << spec.strategy() << " rank " << rank << ": measured " << measured.ShortDebugString()
+          << ", predicted " << predicted->ShortDebugString();
+      EXPECT_GT(measured.optimizer_bytes(), 0u);
+      ASSERT_TRUE(run->steps[rank][0].has_memory()) << spec.strategy() << " rank " << rank;
+      EXPECT_EQ(run->steps[rank][0].memory().total_bytes(), measured.total_bytes());
+      EXPECT_FALSE(run->steps[rank][1].has_memory()) << "only the first step carries it";
+    }
+  }
 }
 
 TEST(Zero1EquivalenceTest, TwoRanksMatchDdpBitForBit) { ExpectZero1MatchesDdp(2, false); }

@@ -206,6 +206,10 @@ class Reducer {
   absl::Status FinishStep(StepSyncStats* stats);
 
   const BucketLayout& layout() const { return layout_; }
+  // Bytes of the gradient arena (every gradient and the readiness sentinel, fp32) and of its
+  // bf16 wire copy (0 unless comm_dtype is kBFloat16), as allocated in the memory.
+  size_t arena_bytes() const { return arena_.bytes(); }
+  size_t wire_buffer_bytes() const { return bf16_arena_.bytes(); }
   const std::vector<ParameterInfo>& parameters() const { return params_; }
   // The next optimizer step FinishStep will sync.
   int64_t step() const { return step_; }

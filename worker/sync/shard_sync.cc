@@ -1,5 +1,6 @@
 #include "worker/sync/shard_sync.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -25,7 +26,29 @@ absl::Status CheckPlan(const Collective* comm, const ShardPlan& plan, size_t par
   return absl::OkStatus();
 }
 
+// The pieces of rank `r`'s shard at shard positions [begin, end): fn(parameter, its first
+// element, the piece's offset from `begin`, elements) for each, in order.
+template <typename Fn>
+absl::Status ForEachPiece(const ShardPlan& plan, size_t r, size_t begin, size_t end, Fn fn,
+                          const char* who) {
+  size_t position = 0;  // shard position of the current parameter's first owned element
+  for (size_t i = 0; i < plan.owned[r].size() && position < end; ++i) {
+    const ElementRange& range = plan.owned[r][i];
+    const size_t lo = std::max(position, begin);
+    const size_t hi = std::min(position + range.size(), end);
+    if (lo < hi) {
+      RETURN_IF_ERROR(Annotate(fn(i, range.begin + (lo - position), lo - begin, hi - lo), who));
+    }
+    position += range.size();
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+size_t GatherChunkElements(const ShardPlan& plan) {
+  return std::min(plan.capacity, kGatherChunkElements);
+}
 
 absl::Status AllGatherParameterShards(Collective* comm, const ShardPlan& plan,
                                       const std::vector<float*>& params,
@@ -37,46 +60,43 @@ absl::Status AllGatherParameterShards(Collective* comm, const ShardPlan& plan,
   TensorMemory* memory = opts.memory != nullptr ? opts.memory : HostMemory();
   const size_t rank = static_cast<size_t>(comm->rank());
   const size_t world = plan.world_size;
-  const size_t capacity = plan.capacity;
+  const size_t chunk = GatherChunkElements(plan);
 
-  ASSIGN_OR_RETURN(TensorBuffer<float> mine, TensorBuffer<float>::Allocate(memory, capacity));
-  ASSIGN_OR_RETURN(TensorBuffer<float> all,
-                   TensorBuffer<float>::Allocate(memory, capacity * world));
-  size_t offset = 0;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const ElementRange& range = plan.owned[rank][i];
-    if (range.empty()) continue;
-    RETURN_IF_ERROR(Annotate(memory->Copy(mine.data() + offset, params[i] + range.begin,
-                                          range.size() * sizeof(float)),
-                             kWho));
-    offset += range.size();
-  }
-  // The padding goes over the wire too: zeros, so the bytes sent are deterministic.
-  if (offset < capacity) {
-    RETURN_IF_ERROR(
-        Annotate(memory->Zero(mine.data() + offset, (capacity - offset) * sizeof(float)), kWho));
-  }
-  if (opts.ledger != nullptr) {
-    opts.ledger->Record(CollectiveKind::kAllGather, kTagShardGather, capacity, DataType::kFloat32);
-  }
+  ASSIGN_OR_RETURN(TensorBuffer<float> mine, TensorBuffer<float>::Allocate(memory, chunk));
+  ASSIGN_OR_RETURN(TensorBuffer<float> all, TensorBuffer<float>::Allocate(memory, chunk * world));
+  if (opts.staging_bytes != nullptr) *opts.staging_bytes = mine.bytes() + all.bytes();
   CollectiveOptions copts;
   copts.timeout = opts.timeout;
   copts.bucket = kTagShardGather;
-  RETURN_IF_ERROR(Annotate(
-      comm->AllGather(TensorView{mine.data(), capacity, DataType::kFloat32},
-                      TensorView{all.data(), capacity * world, DataType::kFloat32}, copts)
-          ->Wait(),
-      kWho));
-  for (size_t r = 0; r < world; ++r) {
-    if (r == rank) continue;  // this rank's own elements are already in place
-    offset = r * capacity;
-    for (size_t i = 0; i < params.size(); ++i) {
-      const ElementRange& range = plan.owned[r][i];
-      if (range.empty()) continue;
-      RETURN_IF_ERROR(Annotate(memory->Copy(params[i] + range.begin, all.data() + offset,
-                                            range.size() * sizeof(float)),
-                               kWho));
-      offset += range.size();
+  // Chunk by chunk of the shard positions [begin, begin + chunk): every rank the same chunks.
+  for (size_t begin = 0; begin < plan.capacity; begin += chunk) {
+    const size_t end = std::min(plan.capacity, begin + chunk);
+    size_t packed = 0;
+    RETURN_IF_ERROR(ForEachPiece(plan, rank, begin, end, [&](size_t i, size_t element, size_t at,
+                                                             size_t count) {
+      packed = at + count;
+      return memory->Copy(mine.data() + at, params[i] + element, count * sizeof(float));
+    }, kWho));
+    // The padding goes over the wire too: zeros, so the bytes sent are deterministic.
+    if (packed < chunk) {
+      RETURN_IF_ERROR(
+          Annotate(memory->Zero(mine.data() + packed, (chunk - packed) * sizeof(float)), kWho));
+    }
+    if (opts.ledger != nullptr) {
+      opts.ledger->Record(CollectiveKind::kAllGather, kTagShardGather, chunk, DataType::kFloat32);
+    }
+    RETURN_IF_ERROR(Annotate(
+        comm->AllGather(TensorView{mine.data(), chunk, DataType::kFloat32},
+                        TensorView{all.data(), chunk * world, DataType::kFloat32}, copts)
+            ->Wait(),
+        kWho));
+    for (size_t r = 0; r < world; ++r) {
+      if (r == rank) continue;  // this rank's own elements are already in place
+      const float* from = all.data() + r * chunk;
+      RETURN_IF_ERROR(ForEachPiece(plan, r, begin, end, [&](size_t i, size_t element, size_t at,
+                                                            size_t count) {
+        return memory->Copy(params[i] + element, from + at, count * sizeof(float));
+      }, kWho));
     }
   }
   return absl::OkStatus();

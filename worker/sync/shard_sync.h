@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/memory_plan.h"
 #include "worker/collective/collective.h"
 #include "worker/sync/collective_ledger.h"
 #include "worker/sync/shard_plan.h"
@@ -22,15 +23,27 @@
 
 namespace ringleader {
 
+// The parameter gather moves a shard in chunks of at most this many elements per rank (1 MiB of
+// floats), so its staging stays (world + 1) MiB however big the model.
+// (The memory plan predicts the same staging: one constant, common/memory_plan.h.)
+inline constexpr size_t kGatherChunkElements = kZero1GatherChunkElements;
+// Elements per rank of one gather chunk for `plan`: min(plan.capacity, kGatherChunkElements).
+size_t GatherChunkElements(const ShardPlan& plan);
+
 struct ShardSyncOptions {
   absl::Duration timeout = absl::ZeroDuration();  // per collective (0 = the collective's default)
   TensorMemory* memory = nullptr;  // where the parameters live (null = host); not owned
   CollectiveLedger* ledger = nullptr;  // not owned; null = not recorded
+  // If set: receives the bytes of the staging buffers the call allocated in `memory` (and freed
+  // before returning): AllGatherParameterShards' send and receive buffers,
+  // GatherChunkElements(plan) x (world + 1) floats. For the rank's memory report. Not owned.
+  size_t* staging_bytes = nullptr;
 };
 
 // Packs this rank's owned elements of `params` (one pointer per plan parameter, in `memory`)
-// into a buffer of plan.capacity floats (zero padded), all-gathers world × capacity floats and
-// writes every other rank's owned elements into `params`. Bytes are copied, never computed on,
+// chunk by chunk (GatherChunkElements floats, the last zero padded), all-gathers world × chunk
+// floats per chunk (one ledger record each) and writes every other rank's owned elements into
+// `params`. Bytes are copied, never computed on,
 // so every rank ends with exactly the values each owner computed.
 // Errors: INVALID_ARGUMENT (a null comm, a plan for another world size or parameter count, a
 // memory kind the collective cannot use); the collective's and the memory's, prefixed

@@ -53,6 +53,47 @@ TEST(ShardSyncTest, EveryRankEndsWithEachOwnersElements) {
   }
 }
 
+// A shard longer than one chunk goes in several gathers (one ledger record each), with
+// parameters crossing the chunk boundaries; the staging stays one chunk per rank.
+TEST(ShardSyncTest, AShardLongerThanAChunkIsGatheredChunkByChunk) {
+  constexpr int kWorld = 2;
+  const std::vector<size_t> counts = {300000, 5, 400000};  // shards of 350 003 elements
+  const ShardPlan plan = PlanShards(counts, kWorld);
+  ASSERT_GT(plan.capacity, kGatherChunkElements);
+  const size_t chunks = (plan.capacity + kGatherChunkElements - 1) / kGatherChunkElements;
+  auto ranks = sync_test::MakeGlooRanks(kWorld);
+  std::vector<std::vector<std::vector<float>>> params(kWorld);
+  std::vector<std::vector<CollectiveRecord>> records(kWorld);
+  std::vector<size_t> staging(kWorld);
+  sync_test::RunRanks(kWorld, [&](int r) {
+    params[r].resize(counts.size());
+    for (size_t i = 0; i < counts.size(); ++i) {
+      for (size_t k = 0; k < counts[i]; ++k) params[r][i].push_back(Value(r, i, k));
+    }
+    std::vector<float*> ptrs;
+    for (auto& p : params[r]) ptrs.push_back(p.data());
+    CollectiveLedger ledger;
+    ShardSyncOptions opts;
+    opts.ledger = &ledger;
+    opts.staging_bytes = &staging[r];
+    ASSERT_TRUE(AllGatherParameterShards(ranks[r].get(), plan, ptrs, opts).ok());
+    records[r] = ledger.TakeWindow();
+  });
+  for (int r = 0; r < kWorld; ++r) {
+    for (int owner = 0; owner < kWorld; ++owner) {
+      for (size_t i = 0; i < counts.size(); ++i) {
+        const ElementRange& range = plan.owned[owner][i];
+        for (size_t k = range.begin; k < range.end; ++k) {
+          ASSERT_EQ(params[r][i][k], Value(owner, i, k))
+              << "rank " << r << " parameter " << i << " element " << k;
+        }
+      }
+    }
+    EXPECT_EQ(records[r].size(), chunks);
+    EXPECT_EQ(staging[r], kGatherChunkElements * (kWorld + 1) * sizeof(float));
+  }
+}
+
 // Momentum shards come back whole; a parameter no rank holds a buffer for stays empty.
 TEST(ShardSyncTest, MomentumShardsGatherIntoWholeBuffers) {
   constexpr int kWorld = 3;

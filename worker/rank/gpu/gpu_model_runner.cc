@@ -108,7 +108,7 @@ class GpuModelRunner : public ModelRunner {
     RETURN_IF_ERROR(model_->CopyParametersTo(*host_));
     return host_->Evaluate(test, batch);
   }
-  // strategy zero1 on the GPU is the next step of issue 10; ValidateJobSpec refuses it at
+  // strategy zero1 on the GPU is not built yet; ValidateJobSpec refuses it at
   // submit, this is the rank's own guard.
   absl::Status ShardOptimizerState(const std::vector<ElementRange>& owned) override {
     return absl::UnimplementedError(

@@ -1,0 +1,171 @@
+// The formulas of memory_plan.h, one function per quantity.
+#include "common/memory_plan.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/job_spec.h"
+
+namespace ringleader {
+namespace {
+
+constexpr uint64_t kFloatBytes = 4;
+constexpr uint64_t kBf16Bytes = 2;
+
+uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+// S_r: rank r's elements of T under shard_plan.h's split.
+uint64_t ShardOf(uint64_t total, uint32_t world_size, uint32_t rank) {
+  return total * (uint64_t{rank} + 1) / world_size - total * rank / world_size;
+}
+
+// B: one gradient bucket of sync.bucket_cap_mb, at most every trainable element.
+uint64_t BucketElements(const v1::JobSpec& spec, uint64_t trainable) {
+  const double bytes = spec.sync().bucket_cap_mb() * double{1 << 20};
+  const uint64_t elements = bytes <= 0 ? 0 : static_cast<uint64_t>(bytes / kFloatBytes);
+  return std::min(std::max<uint64_t>(elements, 1), trainable);
+}
+
+bool IsPlanned(const std::string& strategy) {
+  const std::vector<std::string>& all = PlannedStrategies();
+  return std::find(all.begin(), all.end(), strategy) != all.end();
+}
+
+}  // namespace
+
+const std::vector<std::string>& PlannedStrategies() {
+  static const auto* strategies = new std::vector<std::string>{"ddp", "zero1", "zero2", "fsdp"};
+  return *strategies;
+}
+
+ModelElementCounts CountModelElements(const v1::ModelSpec& model) {
+  ModelElementCounts counts;
+  if (model.kind() != "mlp" || model.layers_size() < 2) return counts;
+  const std::set<std::string> frozen(model.frozen_parameters().begin(),
+                                     model.frozen_parameters().end());
+  for (int layer = 1; layer < model.layers_size(); ++layer) {
+    const uint64_t in = model.layers(layer - 1);
+    const uint64_t out = model.layers(layer);
+    const uint64_t weight = in * out;
+    counts.parameters += weight + out;
+    counts.largest_layer = std::max(counts.largest_layer, weight + out);
+    // ModelParameterNames' names: fc<layer>.weight, fc<layer>.bias.
+    if (frozen.count(absl::StrCat("fc", layer, ".weight")) == 0) counts.trainable += weight;
+    if (frozen.count(absl::StrCat("fc", layer, ".bias")) == 0) counts.trainable += out;
+  }
+  return counts;
+}
+
+absl::StatusOr<v1::RankMemory> PredictRankMemory(const v1::JobSpec& spec,
+                                                 const std::string& strategy,
+                                                 uint32_t world_size, uint32_t rank) {
+  if (!IsPlanned(strategy)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "strategy: unknown strategy '", strategy, "' (expected ddp, zero1, zero2 or fsdp)"));
+  }
+  if (world_size == 0) {
+    return absl::InvalidArgumentError("world_size: must be at least 1, got 0");
+  }
+  if (rank >= world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank: must be below world_size ", world_size, ", got ", rank));
+  }
+  if (!spec.command().empty()) {
+    return absl::InvalidArgumentError(
+        "command: a command job runs your own program, whose memory ringleader cannot predict; "
+        "drop command to plan the built-in trainer");
+  }
+  if (spec.model().kind() != "mlp") {
+    return absl::InvalidArgumentError(absl::StrCat("model.kind: unknown model kind '",
+                                                   spec.model().kind(), "' (expected mlp)"));
+  }
+  const ModelElementCounts counts = CountModelElements(spec.model());
+  const uint64_t p = counts.parameters;
+  const uint64_t t = counts.trainable;
+  const uint64_t n = world_size;
+  const uint64_t c = CeilDiv(t, n);
+  const uint64_t shard = ShardOf(t, world_size, rank);
+  const bool momentum = spec.optimizer().momentum() > 0;
+  const bool bf16 = spec.sync().comm_dtype() == "bf16";
+  const uint64_t bucket = BucketElements(spec, t);
+
+  uint64_t parameters = kFloatBytes * p;
+  uint64_t gradients = 0;
+  uint64_t optimizer = 0;
+  uint64_t comm = 0;
+  if (strategy == "ddp" || strategy == "zero1") {
+    gradients = kFloatBytes * (t + 1);  // the reducer's arena: gradients + readiness float
+    if (bf16) comm += kBf16Bytes * (t + 1);
+    if (strategy == "ddp") {
+      optimizer = momentum ? kFloatBytes * t : 0;
+    } else {
+      optimizer = momentum ? kFloatBytes * shard : 0;
+      // The gather's send buffer G + receive buffer N x G, G = one chunk.
+      comm += kFloatBytes * std::min<uint64_t>(c, kZero1GatherChunkElements) * (n + 1);
+    }
+  } else {  // zero2, fsdp: reduce-scattered gradients
+    gradients = kFloatBytes * (c + bucket);
+    optimizer = momentum ? kFloatBytes * shard : 0;
+    if (bf16) comm += kBf16Bytes * bucket;  // the gathers write in place: no buffer of their own
+    if (strategy == "fsdp") parameters = kFloatBytes * (CeilDiv(p, n) + counts.largest_layer);
+  }
+  v1::RankMemory memory;
+  memory.set_parameter_bytes(parameters);
+  memory.set_gradient_bytes(gradients);
+  memory.set_optimizer_bytes(optimizer);
+  memory.set_comm_buffer_bytes(comm);
+  memory.set_total_bytes(parameters + gradients + optimizer + comm);
+  return memory;
+}
+
+absl::StatusOr<v1::MemoryPlan> PlanMemory(const v1::JobSpec& spec, uint32_t world_size) {
+  v1::MemoryPlan plan;
+  plan.set_world_size(world_size);
+  const ModelElementCounts counts = CountModelElements(spec.model());
+  plan.set_parameters(counts.parameters);
+  plan.set_trainable_parameters(counts.trainable);
+  plan.set_spec_strategy(spec.strategy());
+  uint64_t ddp_total = 0;
+  for (const std::string& strategy : PlannedStrategies()) {
+    v1::StrategyMemory* row = plan.add_strategies();
+    row->set_strategy(strategy);
+    // The rank that holds the most (shards differ by at most one element).
+    for (uint32_t rank = 0; rank < world_size || rank == 0; ++rank) {
+      absl::StatusOr<v1::RankMemory> memory = PredictRankMemory(spec, strategy, world_size, rank);
+      if (!memory.ok()) return memory.status();
+      if (rank == 0 || memory->total_bytes() > row->memory().total_bytes()) {
+        *row->mutable_memory() = *memory;
+      }
+    }
+    if (strategy == "ddp") ddp_total = row->memory().total_bytes();
+    row->set_vs_ddp(ddp_total == 0 ? 0
+                                   : static_cast<double>(row->memory().total_bytes()) / ddp_total);
+    if (strategy == "ddp") {
+      row->set_available(true);
+    } else if (strategy == "zero1") {
+      row->set_available(spec.backend() != "nccl");
+      if (!row->available()) row->set_note("gloo only (the GPU trainer does not shard yet)");
+    } else {
+      row->set_note("planned");
+    }
+  }
+  return plan;
+}
+
+std::string FormatBytes(uint64_t bytes) {
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes) / 1024;
+  int unit = 0;
+  while (value >= 1024 && unit + 1 < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  // Rounding may carry into the next decade ("9.996" -> "10.00"): pick the precision after it.
+  const int decimals = value < 9.995 ? 2 : value < 99.95 ? 1 : 0;
+  return absl::StrFormat("%.*f %s", decimals, value, kUnits[unit]);
+}
+
+}  // namespace ringleader

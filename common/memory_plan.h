@@ -1,0 +1,93 @@
+// Per-rank memory of a built-in trainer job, predicted from its spec, for every strategy: what
+// `ringleader plan` prints before submitting (the way people read DeepSpeed's memory
+// estimator) and what `ringleader status` shows beside each rank's measured figures.
+//
+// Notation (all counts are fp32 elements; a byte figure is 4 x elements unless said):
+//   P   parameter elements of the MLP: sum over its linear layers of in x out (weight) + out
+//       (bias); layers [4, 3, 2] -> P = 4*3 + 3 + 3*2 + 2 = 23
+//   T   trainable elements: P minus the model.frozen_parameters (those get no gradient and no
+//       optimizer state)
+//   L   the largest layer's elements (weight + bias), over every layer
+//   N   world size; r the rank (0..N-1)
+//   S_r rank r's shard of the T trainable elements: floor(T(r+1)/N) - floor(Tr/N), the split of
+//       worker/sync/shard_plan.h; C = ceil(T/N) bounds every S_r
+//   G   zero1's gather chunk: min(C, kZero1GatherChunkElements = 2^18) elements
+//   m   1 when optimizer.momentum > 0 (SGD keeps one fp32 momentum buffer per stepped
+//       element), else 0
+//   b   1 when sync.comm_dtype is bf16, else 0
+//   B   one gradient bucket: min(T, sync.bucket_cap_mb x 2^20 / 4) elements
+//
+// Per rank, in bytes:
+//
+//   strategy  parameters      gradients        optimizer  comm buffers
+//   ddp       4P              4(T + 1)         4T m       2(T + 1) b
+//   zero1     4P              4(T + 1)         4S_r m     2(T + 1) b + 4G(N + 1)
+//   zero2     4P              4(C + B)         4S_r m     2B b
+//   fsdp      4(ceil(P/N)+L)  4(C + B)         4S_r m     2B b
+//
+// - ddp, zero1 (what the ranks run today): the reducer's arena holds every trainable gradient
+//   plus one readiness float (worker/sync/reducer.h), and with bf16 communication a bf16 wire
+//   copy of the whole arena. zero1 steps only its shard (4S_r of momentum) and all-gathers the
+//   updated parameters chunk by chunk through a send buffer of G floats and a receive buffer of
+//   N x G floats (worker/sync/shard_sync.h), at most (N + 1) MiB whatever the model.
+// - zero2, fsdp (planned, not built yet; DeepSpeed's formulas): gradients are reduce-scattered, so a
+//   rank keeps its gradient shard (C) plus one bucket of staging (B) being reduced. zero2
+//   all-gathers the updated parameters in place, into the flat parameters (DeepSpeed's flat
+//   buffer: each rank's shard is a view into it), so it needs no gather buffer. fsdp also shards
+//   the parameters (ceil(P/N), frozen ones included) and gathers one layer at a time before its
+//   use (L, counted with the parameters). Both keep only the bf16 copy of the bucket as
+//   communication memory. (zero1's gather staging, G(N + 1) floats, costs more than the momentum
+//   it saves on models under a few million parameters; it is bounded, the saving is not.)
+// - Not counted: activations (batch-size dependent), the data set, the model's buffers
+//   (model.with_buffers), the collective library's own transport buffers, and the GPU trainer's
+//   bf16 mixed-precision copies (mixed_precision: bf16).
+//
+// Pure functions: no I/O, the same answer in every process.
+#ifndef RINGLEADER_COMMON_MEMORY_PLAN_H_
+#define RINGLEADER_COMMON_MEMORY_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/ringleader.pb.h"
+
+namespace ringleader {
+
+// Elements per rank of one chunk of zero1's parameter gather (worker/sync/shard_sync.h uses this
+// constant): 1 MiB of floats.
+inline constexpr uint64_t kZero1GatherChunkElements = uint64_t{1} << 18;
+
+// The strategies a plan covers, in table order.
+const std::vector<std::string>& PlannedStrategies();
+
+// The element counts of the formulas above for `model` (an MLP; frozen parameters excluded
+// from `trainable`). All zero for an unknown kind or fewer than 2 layer sizes.
+struct ModelElementCounts {
+  uint64_t parameters = 0;     // P
+  uint64_t trainable = 0;      // T
+  uint64_t largest_layer = 0;  // L
+};
+ModelElementCounts CountModelElements(const v1::ModelSpec& model);
+
+// Rank `rank`'s predicted bytes under `strategy` for `spec` (defaults applied; its own
+// strategy and world size are ignored) at `world_size` ranks. total_bytes is the sum.
+// INVALID_ARGUMENT naming the argument: an unknown strategy, world_size 0, rank >= world_size,
+// a command job or a model kind other than mlp.
+absl::StatusOr<v1::RankMemory> PredictRankMemory(const v1::JobSpec& spec,
+                                                 const std::string& strategy,
+                                                 uint32_t world_size, uint32_t rank);
+
+// Every strategy of PlannedStrategies() for `spec` (defaults applied) at `world_size` ranks:
+// each the rank that holds the most, its ratio to ddp's total, and whether it runs today
+// (ddp: yes; zero1: on gloo; zero2, fsdp: not yet). Errors as PredictRankMemory.
+absl::StatusOr<v1::MemoryPlan> PlanMemory(const v1::JobSpec& spec, uint32_t world_size);
+
+// "512 B", "1.50 KiB", "91.9 KiB", "919 KiB", "1.23 MiB", "4.00 GiB" (binary units; 3
+// significant digits from KiB on).
+std::string FormatBytes(uint64_t bytes);
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_COMMON_MEMORY_PLAN_H_
