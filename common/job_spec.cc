@@ -329,12 +329,7 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const JobSpecLimits& limits) {
                                 "' (expected ddp or zero1)"));
   }
   if (spec.strategy() == "zero1") {
-    // ZeRO-1 shards the built-in trainer's optimizer state; the GPU trainer cannot yet.
-    if (spec.backend() == "nccl") {
-      return Invalid(
-          "strategy: zero1 is not implemented for backend nccl yet (the GPU trainer does not "
-          "shard its optimizer state); use strategy: ddp on nccl, or backend: gloo for zero1");
-    }
+    // ZeRO-1 shards the built-in trainer's optimizer state (CPU on gloo, GPU on nccl).
     if (!spec.command().empty()) {
       return Invalid(
           "strategy: zero1 shards the built-in trainer's optimizer state, and a command job runs "

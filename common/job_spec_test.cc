@@ -143,33 +143,35 @@ TEST(ValidateJobSpecTest, BackendStrategyDataset) {
   ExpectInvalid(spec, "data.dataset: unknown dataset 'cifar10'");
 }
 
-TEST(ValidateJobSpecTest, Zero1IsAcceptedForTheBuiltInTrainerOnGloo) {
+TEST(ValidateJobSpecTest, Zero1IsAcceptedForTheBuiltInTrainerOnGlooAndNccl) {
+  for (const char* backend : {"gloo", "nccl"}) {
+    JobSpec spec = ValidSpec();
+    spec.set_backend(backend);
+    spec.set_strategy("zero1");
+    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << backend << ": " << ValidateJobSpec(spec);
+    // With checkpoints, accumulation, frozen parameters: the checkpoint holds the gathered
+    // state.
+    spec.set_checkpoint_dir("/srv/ringleader/checkpoints");
+    spec.set_checkpoint_interval_steps(10);
+    spec.mutable_sync()->set_gradient_accumulation_steps(2);
+    spec.mutable_model()->add_frozen_parameters("fc1.weight");
+    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << backend << ": " << ValidateJobSpec(spec);
+    spec = ValidSpec();
+    spec.set_backend(backend);
+    spec.set_strategy("ddp");
+    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << backend << ": " << ValidateJobSpec(spec);
+  }
+  // The GPU trainer's bf16 mixed precision keeps fp32 master weights, which zero1 shards.
   JobSpec spec = ValidSpec();
+  spec.set_backend("nccl");
   spec.set_strategy("zero1");
-  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
-  // With checkpoints, accumulation, frozen parameters: the checkpoint holds the gathered state.
-  spec.set_checkpoint_dir("/srv/ringleader/checkpoints");
-  spec.set_checkpoint_interval_steps(10);
-  spec.mutable_sync()->set_gradient_accumulation_steps(2);
-  spec.mutable_model()->add_frozen_parameters("fc1.weight");
-  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
-  spec = ValidSpec();
-  spec.set_strategy("ddp");
+  spec.set_mixed_precision("bf16");
+  spec.mutable_sync()->set_comm_dtype("bf16");
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
 }
 
-TEST(ValidateJobSpecTest, Zero1IsRefusedOnNcclAndForCommandJobsNamingTheFix) {
+TEST(ValidateJobSpecTest, Zero1IsRefusedForCommandJobsNamingTheFix) {
   JobSpec spec = ValidSpec();
-  spec.set_strategy("zero1");
-  spec.set_backend("nccl");
-  ExpectInvalid(spec,
-                "strategy: zero1 is not implemented for backend nccl yet (the GPU trainer does "
-                "not shard its optimizer state); use strategy: ddp on nccl, or backend: gloo for "
-                "zero1");
-  spec.set_strategy("ddp");
-  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
-
-  spec = ValidSpec();
   spec.set_strategy("zero1");
   spec.add_command("/usr/bin/python3");
   ExpectInvalid(spec, "strategy: zero1 shards the built-in trainer's optimizer state, and a "

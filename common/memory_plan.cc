@@ -142,11 +142,8 @@ absl::StatusOr<v1::MemoryPlan> PlanMemory(const v1::JobSpec& spec, uint32_t worl
     if (strategy == "ddp") ddp_total = row->memory().total_bytes();
     row->set_vs_ddp(ddp_total == 0 ? 0
                                    : static_cast<double>(row->memory().total_bytes()) / ddp_total);
-    if (strategy == "ddp") {
-      row->set_available(true);
-    } else if (strategy == "zero1") {
-      row->set_available(spec.backend() != "nccl");
-      if (!row->available()) row->set_note("gloo only (the GPU trainer does not shard yet)");
+    if (strategy == "ddp" || strategy == "zero1") {
+      row->set_available(true);  // on gloo and nccl alike
     } else {
       row->set_note("planned");
     }

@@ -4,7 +4,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/checkpoint/training_state.h"
 #include "worker/trainer/norm.h"
@@ -82,18 +81,7 @@ class CpuModelRunner : public ModelRunner {
   }
 
   absl::Status ShardOptimizerState(const std::vector<ElementRange>& owned) override {
-    if (owned.size() != parameters().size()) {
-      return absl::InvalidArgumentError(absl::StrCat("optimizer shard: ", owned.size(),
-                                                     " ranges for ", parameters().size(),
-                                                     " parameters"));
-    }
-    for (size_t i = 0; i < owned.size(); ++i) {
-      if (owned[i].begin > owned[i].end || owned[i].end > parameters()[i].count) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "optimizer shard: range [", owned[i].begin, ", ", owned[i].end, ") of ",
-            parameters()[i].name, " lies outside its ", parameters()[i].count, " elements"));
-      }
-    }
+    RETURN_IF_ERROR(CheckOptimizerShard(parameters(), owned));
     auto sharded = std::make_unique<SgdOptimizer>(model_->parameters(), sgd_, owned);
     // Whatever momentum is held (a restored checkpoint's, whole) is cut to the owned elements.
     RETURN_IF_ERROR(sharded->RestoreMomentumBuffers(optimizer_->momentum_buffers()));

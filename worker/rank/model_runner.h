@@ -90,8 +90,8 @@ class ModelRunner {
   // entry per parameter, possibly empty; worker/sync/shard_plan.h): OptimizerStep updates those
   // and keeps momentum for those only. Momentum already held (a restored checkpoint's) is cut
   // to the owned elements. Call before the first OptimizerStep.
-  // Errors: INVALID_ARGUMENT for a wrong number of entries or a range past its parameter;
-  // UNIMPLEMENTED where the runner cannot shard (the GPU runner, for now).
+  // Errors: INVALID_ARGUMENT for a wrong number of entries or a range past its parameter
+  // (CheckOptimizerShard, sgd.h); device errors (the GPU runner's momentum stays on the device).
   virtual absl::Status ShardOptimizerState(const std::vector<ElementRange>& owned) = 0;
   // The momentum buffers as the optimizer holds them, copied to the host: per parameter the
   // owned elements (all of them unless sharded), empty while it has none.

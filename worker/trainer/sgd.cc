@@ -103,6 +103,44 @@ std::string MomentumBufferName(const std::string& parameter_name) {
   return absl::StrCat(parameter_name, ".momentum_buffer");
 }
 
+absl::Status CheckOptimizerShard(const std::vector<ParameterInfo>& params,
+                                 const std::vector<ElementRange>& owned) {
+  if (owned.size() != params.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("optimizer shard: ", owned.size(),
+                                                   " ranges for ", params.size(), " parameters"));
+  }
+  for (size_t i = 0; i < owned.size(); ++i) {
+    if (owned[i].begin > owned[i].end || owned[i].end > params[i].count) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "optimizer shard: range [", owned[i].begin, ", ", owned[i].end, ") of ",
+          params[i].name, " lies outside its ", params[i].count, " elements"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ElementRange> MomentumElementsToKeep(const ParameterInfo& param,
+                                                    const ElementRange& owned, bool sharded,
+                                                    size_t buffer_size) {
+  if (buffer_size == 0) return ElementRange{};
+  // The shard's own form first (the same whole range when the shard is the whole parameter).
+  if (sharded && buffer_size == owned.size()) return ElementRange{0, buffer_size};
+  if (buffer_size == param.count) {
+    // Unsharded, owned is [0, count): the whole buffer. Sharded: the owned elements of a whole
+    // parameter's buffer; none for an empty shard (that rank never steps the parameter).
+    if (owned.empty()) return ElementRange{};
+    return owned;
+  }
+  if (sharded) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "momentum buffer of ", param.name, ": got ", buffer_size, " elements, the parameter has ",
+        param.count, " and this rank's shard of it ", owned.size()));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("momentum buffer of ", param.name, ": got ",
+                                                 buffer_size, " elements, the parameter has ",
+                                                 param.count));
+}
+
 SgdOptimizer::SgdOptimizer(std::vector<ParameterInfo> params, SgdOptions options)
     : params_(std::move(params)), options_(options), buffers_(params_.size()) {
   CheckOrDie(ValidateSgdOptions(options_).ok(), "options pass ValidateSgdOptions");
@@ -171,39 +209,29 @@ absl::Status SgdOptimizer::RestoreMomentumBuffers(std::vector<std::vector<float>
                                                    " entries, the model has ", params_.size(),
                                                    " parameters"));
   }
-  for (size_t i = 0; i < params_.size(); ++i) RETURN_IF_ERROR(CheckRestoredSize(i, buffers[i]));
-  for (size_t i = 0; i < params_.size(); ++i) buffers_[i] = OwnedPart(i, std::move(buffers[i]));
+  std::vector<ElementRange> keep(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    ASSIGN_OR_RETURN(keep[i],
+                     MomentumElementsToKeep(params_[i], owned_[i], sharded_, buffers[i].size()));
+  }
+  for (size_t i = 0; i < params_.size(); ++i) buffers_[i] = Keep(keep[i], std::move(buffers[i]));
   return absl::OkStatus();
 }
 
-absl::Status SgdOptimizer::CheckRestoredSize(size_t i, const std::vector<float>& buffer) const {
-  if (buffer.empty() || buffer.size() == params_[i].count) return absl::OkStatus();
-  if (sharded_ && buffer.size() == owned_[i].size()) return absl::OkStatus();
-  if (sharded_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "momentum buffer of ", params_[i].name, ": got ", buffer.size(),
-        " elements, the parameter has ", params_[i].count, " and this rank's shard of it ",
-        owned_[i].size()));
-  }
-  return absl::InvalidArgumentError(absl::StrCat("momentum buffer of ", params_[i].name, ": got ",
-                                                 buffer.size(), " elements, the parameter has ",
-                                                 params_[i].count));
-}
-
-std::vector<float> SgdOptimizer::OwnedPart(size_t i, std::vector<float> buffer) const {
-  if (!sharded_ || buffer.empty() || buffer.size() == owned_[i].size()) return buffer;
-  // A whole parameter's buffer (a checkpoint's): keep the owned elements; none for an empty
-  // shard (that rank never steps the parameter).
-  if (owned_[i].empty()) return {};
-  return std::vector<float>(buffer.begin() + owned_[i].begin, buffer.begin() + owned_[i].end);
+std::vector<float> SgdOptimizer::Keep(const ElementRange& keep, std::vector<float> buffer) {
+  if (keep.empty()) return {};
+  if (keep.begin == 0 && keep.end == buffer.size()) return buffer;
+  // A whole parameter's buffer (a checkpoint's) cut to the owned elements.
+  return std::vector<float>(buffer.begin() + keep.begin, buffer.begin() + keep.end);
 }
 
 absl::Status SgdOptimizer::RestoreMomentumBuffer(const std::string& parameter_name,
                                                  std::vector<float> buffer) {
   for (size_t i = 0; i < params_.size(); ++i) {
     if (params_[i].name != parameter_name) continue;
-    RETURN_IF_ERROR(CheckRestoredSize(i, buffer));
-    buffers_[i] = OwnedPart(i, std::move(buffer));
+    ASSIGN_OR_RETURN(const ElementRange keep,
+                     MomentumElementsToKeep(params_[i], owned_[i], sharded_, buffer.size()));
+    buffers_[i] = Keep(keep, std::move(buffer));
     return absl::OkStatus();
   }
   return absl::NotFoundError(

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "worker/trainer/parameter.h"
 #include "worker/trainer/sgd_math.h"
 
@@ -40,6 +41,23 @@ SgdElementParams ToElementParams(const SgdOptions& options);
 
 // The name under which a parameter's momentum buffer is stored in a checkpoint.
 std::string MomentumBufferName(const std::string& parameter_name);
+
+// strategy zero1's optimizer shard: INVALID_ARGUMENT ("optimizer shard: ...") unless `owned`
+// has one range per parameter and each lies within its parameter's elements; OK otherwise.
+// The CPU and GPU runners check ModelRunner::ShardOptimizerState's argument with it.
+absl::Status CheckOptimizerShard(const std::vector<ParameterInfo>& params,
+                                 const std::vector<ElementRange>& owned);
+
+// Which elements of a restored momentum buffer of `buffer_size` elements an optimizer that steps
+// `owned` of `param`'s elements keeps (indices into that buffer), for the CPU and GPU optimizers
+// alike. Unsharded (`sharded` false, owned = the whole parameter) a buffer must be empty (none
+// yet) or hold the whole parameter, and is kept whole. Sharded it may also hold the owned
+// elements only (kept whole); a whole parameter's buffer (a checkpoint's) is cut to `owned`.
+// An empty result: no buffer (an empty one, or a shard without elements of this parameter).
+// INVALID_ARGUMENT naming the parameter for any other size.
+absl::StatusOr<ElementRange> MomentumElementsToKeep(const ParameterInfo& param,
+                                                    const ElementRange& owned, bool sharded,
+                                                    size_t buffer_size);
 
 // Owns the momentum buffers and the step count. Not thread-safe: one training thread uses it.
 class SgdOptimizer {
@@ -95,9 +113,8 @@ class SgdOptimizer {
   void set_step_count(uint64_t step_count) { step_count_ = step_count; }
 
  private:
-  // The size a restored buffer of parameter i must have, or (sharded) a full-size one to slice.
-  absl::Status CheckRestoredSize(size_t i, const std::vector<float>& buffer) const;
-  std::vector<float> OwnedPart(size_t i, std::vector<float> buffer) const;
+  // The part of a restored buffer of parameter i kept (MomentumElementsToKeep's range).
+  static std::vector<float> Keep(const ElementRange& keep, std::vector<float> buffer);
 
   std::vector<ParameterInfo> params_;
   SgdOptions options_;

@@ -299,5 +299,44 @@ TEST(SgdTest, ShardedRestoreRefusesABufferOfNeitherSize) {
                         "rank's shard of it 4"));
 }
 
+// The size rules both optimizers (CPU and GPU) apply to a restored momentum buffer.
+TEST(SgdTest, MomentumElementsToKeepFollowsTheShard) {
+  const ParameterInfo w{"w", {10}, 10};
+  auto keep = [&](ElementRange owned, bool sharded, size_t size) {
+    return MomentumElementsToKeep(w, owned, sharded, size);
+  };
+  // Unsharded: none, or the whole parameter kept whole.
+  EXPECT_EQ(*keep({0, 10}, false, 0), (ElementRange{0, 0}));
+  EXPECT_EQ(*keep({0, 10}, false, 10), (ElementRange{0, 10}));
+  EXPECT_EQ(keep({0, 10}, false, 4).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(keep({0, 10}, false, 4).status().message()),
+              HasSubstr("momentum buffer of w: got 4 elements, the parameter has 10"));
+  // Sharded [2, 6): the shard's own form whole, a whole buffer cut to the shard.
+  EXPECT_EQ(*keep({2, 6}, true, 0), (ElementRange{0, 0}));
+  EXPECT_EQ(*keep({2, 6}, true, 4), (ElementRange{0, 4}));
+  EXPECT_EQ(*keep({2, 6}, true, 10), (ElementRange{2, 6}));
+  EXPECT_THAT(std::string(keep({2, 6}, true, 5).status().message()),
+              HasSubstr("momentum buffer of w: got 5 elements, the parameter has 10 and this "
+                        "rank's shard of it 4"));
+  // A shard without elements of w keeps nothing of a whole buffer; the whole parameter as the
+  // shard (one rank) keeps it whole.
+  EXPECT_TRUE(keep({10, 10}, true, 10)->empty());
+  EXPECT_TRUE(keep({0, 0}, true, 0)->empty());
+  EXPECT_EQ(*keep({0, 10}, true, 10), (ElementRange{0, 10}));
+}
+
+TEST(SgdTest, CheckOptimizerShardNamesTheBadRange) {
+  const std::vector<ParameterInfo> params = {{"a", {4}, 4}, {"b", {3}, 3}};
+  EXPECT_TRUE(CheckOptimizerShard(params, {{0, 4}, {0, 0}}).ok());
+  EXPECT_TRUE(CheckOptimizerShard(params, {{4, 4}, {1, 3}}).ok());
+  const absl::Status count = CheckOptimizerShard(params, {{0, 4}});
+  EXPECT_EQ(count.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(count.message(), "optimizer shard: 1 ranges for 2 parameters");
+  const absl::Status past = CheckOptimizerShard(params, {{0, 4}, {1, 4}});
+  EXPECT_EQ(past.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(past.message(), "optimizer shard: range [1, 4) of b lies outside its 3 elements");
+  EXPECT_FALSE(CheckOptimizerShard(params, {{3, 2}, {0, 0}}).ok());
+}
+
 }  // namespace
 }  // namespace ringleader

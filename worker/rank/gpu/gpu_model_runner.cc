@@ -108,12 +108,18 @@ class GpuModelRunner : public ModelRunner {
     RETURN_IF_ERROR(model_->CopyParametersTo(*host_));
     return host_->Evaluate(test, batch);
   }
-  // strategy zero1 on the GPU is not built yet; ValidateJobSpec refuses it at
-  // submit, this is the rank's own guard.
+  // strategy zero1: a sharded GpuSgdOptimizer takes over, holding only the owned elements of
+  // the momentum already held (a restored checkpoint's), on the device.
   absl::Status ShardOptimizerState(const std::vector<ElementRange>& owned) override {
-    return absl::UnimplementedError(
-        "strategy zero1 is not implemented on the GPU trainer (backend nccl) yet: use strategy "
-        "ddp on nccl, or backend gloo for zero1");
+    RETURN_IF_ERROR(CheckOptimizerShard(parameters(), owned));
+    ASSIGN_OR_RETURN(std::vector<std::vector<float>> held,
+                     optimizer_->CopyMomentumBuffersToHost());
+    ASSIGN_OR_RETURN(std::unique_ptr<gpu::GpuSgdOptimizer> sharded,
+                     gpu::GpuSgdOptimizer::CreateSharded(model_->parameters(), sgd_, owned,
+                                                         model_->device(), model_->stream()));
+    RETURN_IF_ERROR(sharded->RestoreMomentumBuffers(held, optimizer_->step_count()));
+    optimizer_ = std::move(sharded);
+    return absl::OkStatus();
   }
   absl::StatusOr<std::vector<std::vector<float>>> MomentumBuffers() override {
     return optimizer_->CopyMomentumBuffersToHost();
@@ -122,6 +128,11 @@ class GpuModelRunner : public ModelRunner {
 
   absl::StatusOr<CheckpointData> CaptureState(uint64_t step, uint64_t epoch,
                                               const std::string& fingerprint) override {
+    if (optimizer_->sharded()) {
+      return absl::FailedPreconditionError(
+          "the optimizer state is sharded (strategy zero1): a checkpoint needs the momentum "
+          "gathered from every rank (CaptureStateWithMomentum)");
+    }
     ASSIGN_OR_RETURN(std::vector<std::vector<float>> momentum,
                      optimizer_->CopyMomentumBuffersToHost());
     return CaptureStateWithMomentum(step, epoch, fingerprint, std::move(momentum));

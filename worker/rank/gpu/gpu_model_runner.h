@@ -6,6 +6,10 @@
 // the device (one partials kernel per noted gradient, enqueued before the reducer may launch
 // that gradient's bucket) and copied back once per step.
 //
+// strategy zero1 (ShardOptimizerState): the GpuSgdOptimizer steps only the rank's owned elements
+// and keeps their momentum only, on the device; the training loop all-gathers the parameter
+// shards through the runner's device memory, as on the CPU runner.
+//
 // Numbers: the GPU trainer tracks the CPU trainer within worker/trainer/gpu_tolerances.h (see
 // docs/gpu.md); the SGD update and the drift figure are bit-identical for equal inputs.
 //

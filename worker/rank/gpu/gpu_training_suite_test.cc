@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -20,6 +21,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/checkpoint/checkpoint.h"
+#include "worker/checkpoint/checkpoint_series.h"
 #include "worker/collective/gloo_collective.h"
 #include "worker/collective/gpu/nccl_collective.h"
 #include "worker/collective/in_memory_key_value_store.h"
@@ -316,6 +318,89 @@ TEST(GpuTrainingSuite, NcclJobRunsEndToEndThroughRunRank) {
     EXPECT_NEAR(s0[0].loss(), c0[0].loss(), kFp32Rtol * c0[0].loss());
     EXPECT_NEAR(s0[0].synced_grad_norm(), c0[0].synced_grad_norm(),
                 kFp32Rtol * c0[0].synced_grad_norm());
+  }
+}
+
+// strategy zero1 on the GPU runner against ddp, both over NCCL through RunRank: the same
+// reducer all-reduces the same gradients, each rank's sharded GpuSgdOptimizer runs the unsharded
+// step's kernel on its owned elements, and the shard gathers copy bytes through device memory,
+// so losses, gradient norms, parameters and the (gathered) momentum in the checkpoints match
+// ddp's bit for bit (worker/rank/zero1_equivalence_test.cc is the CPU runner's counterpart).
+TEST(GpuTrainingSuite, Zero1NcclJobMatchesDdpBitForBit) {
+  RL_SKIP_WITHOUT_GPU(1);
+  const int world = GpuCount();
+  constexpr uint64_t kCheckpointStep = 16;  // mid-run: the momentum gather, then the final one
+  struct Trained {
+    JobRun run;
+    std::string dir;
+  };
+  auto train = [&](const std::string& strategy) {
+    Trained t;
+    v1::JobSpec spec = SuiteSpec("nccl", world);
+    spec.set_strategy(strategy);
+    spec.mutable_optimizer()->set_momentum(0.9);
+    spec.mutable_optimizer()->set_weight_decay(0.0005);
+    spec.mutable_optimizer()->set_dampening(0.1);
+    spec.set_checkpoint_interval_steps(kCheckpointStep);
+    t.dir = (std::filesystem::path(std::getenv("TEST_TMPDIR")) / ("equivalence-" + strategy))
+                .string();
+    spec.set_checkpoint_dir(t.dir);
+    t.run = RunJob(spec);
+    return t;
+  };
+  const Trained ddp = train("ddp");
+  const Trained zero1 = train("zero1");
+  for (int r = 0; r < world; ++r) {
+    ASSERT_TRUE(ddp.run.results[r].status.ok()) << "ddp rank " << r << ": "
+                                                << ddp.run.results[r].status;
+    ASSERT_TRUE(zero1.run.results[r].status.ok()) << "zero1 rank " << r << ": "
+                                                  << zero1.run.results[r].status;
+    const auto a = ddp.run.coordinator->steps(r);
+    const auto b = zero1.run.coordinator->steps(r);
+    ASSERT_EQ(a.size(), 32u);
+    ASSERT_EQ(b.size(), a.size());
+    for (size_t s = 0; s < a.size(); ++s) {
+      // Exact equality on purpose (see the comment above).
+      ASSERT_EQ(b[s].loss(), a[s].loss()) << "rank " << r << " step " << s + 1;
+      ASSERT_EQ(b[s].local_grad_norm(), a[s].local_grad_norm()) << "rank " << r << " step " << s;
+      ASSERT_EQ(b[s].synced_grad_norm(), a[s].synced_grad_norm()) << "rank " << r << " step " << s;
+      if (b[s].has_drift()) {
+        EXPECT_EQ(b[s].drift(), 0.0) << "rank " << r << " step " << s + 1;
+      }
+    }
+  }
+  // Momentum held: all of it per rank under ddp, one shard per rank under zero1.
+  const uint64_t total = ddp.run.results[0].outcome.momentum_elements;
+  EXPECT_EQ(total, 16u * 32 + 32 + 32 * 4 + 4);
+  uint64_t zero1_total = 0;
+  for (int r = 0; r < world; ++r) {
+    const uint64_t held = zero1.run.results[r].outcome.momentum_elements;
+    EXPECT_LE(held, (total + world - 1) / world) << "rank " << r;
+    zero1_total += held;
+  }
+  EXPECT_EQ(zero1_total, total) << "the shards cover every element once";
+  // The final and the mid-run checkpoint: parameters and the whole momentum, bit for bit.
+  const std::string periodic = "/suite-nccl/" + PeriodicCheckpointName(kCheckpointStep);
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {ddp.run.coordinator->finishes(0)[0].checkpoint_path(),
+       zero1.run.coordinator->finishes(0)[0].checkpoint_path()},
+      {ddp.dir + periodic, zero1.dir + periodic}};
+  for (const auto& [ddp_path, zero1_path] : files) {
+    auto x = ReadCheckpoint(ddp_path);
+    auto y = ReadCheckpoint(zero1_path);
+    ASSERT_TRUE(x.ok()) << ddp_path << ": " << x.status();
+    ASSERT_TRUE(y.ok()) << zero1_path << ": " << y.status();
+    EXPECT_EQ(x->step, y->step);
+    ASSERT_EQ(x->tensors.size(), y->tensors.size()) << zero1_path;
+    for (size_t t = 0; t < x->tensors.size(); ++t) {
+      const CheckpointTensor& c = x->tensors[t];
+      const CheckpointTensor& g = y->tensors[t];
+      ASSERT_EQ(g.name, c.name);
+      ASSERT_EQ(g.data.size(), c.data.size()) << c.name;
+      EXPECT_EQ(std::memcmp(g.data.data(), c.data.data(), c.data.size() * sizeof(float)), 0)
+          << zero1_path << ": " << c.name << " differs from ddp's";
+    }
+    EXPECT_NE(y->FindTensor("fc1.weight.momentum_buffer"), nullptr) << zero1_path;
   }
 }
 

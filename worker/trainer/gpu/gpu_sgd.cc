@@ -13,10 +13,13 @@
 namespace ringleader {
 namespace gpu {
 
-GpuSgdOptimizer::GpuSgdOptimizer(std::vector<ParameterInfo> params, SgdOptions options, int device,
+GpuSgdOptimizer::GpuSgdOptimizer(std::vector<ParameterInfo> params, SgdOptions options,
+                                 std::vector<ElementRange> owned, bool sharded, int device,
                                  cudaStream_t stream)
     : params_(std::move(params)),
       options_(options),
+      owned_(std::move(owned)),
+      sharded_(sharded),
       device_(device),
       stream_(stream),
       buffers_(params_.size(), nullptr) {}
@@ -24,8 +27,19 @@ GpuSgdOptimizer::GpuSgdOptimizer(std::vector<ParameterInfo> params, SgdOptions o
 absl::StatusOr<std::unique_ptr<GpuSgdOptimizer>> GpuSgdOptimizer::Create(
     std::vector<ParameterInfo> params, SgdOptions options, int device, cudaStream_t stream) {
   RETURN_IF_ERROR(ValidateSgdOptions(options));
-  return std::unique_ptr<GpuSgdOptimizer>(
-      new GpuSgdOptimizer(std::move(params), options, device, stream));
+  std::vector<ElementRange> whole;
+  for (const ParameterInfo& p : params) whole.push_back(ElementRange{0, p.count});
+  return std::unique_ptr<GpuSgdOptimizer>(new GpuSgdOptimizer(
+      std::move(params), options, std::move(whole), /*sharded=*/false, device, stream));
+}
+
+absl::StatusOr<std::unique_ptr<GpuSgdOptimizer>> GpuSgdOptimizer::CreateSharded(
+    std::vector<ParameterInfo> params, SgdOptions options, std::vector<ElementRange> owned,
+    int device, cudaStream_t stream) {
+  RETURN_IF_ERROR(ValidateSgdOptions(options));
+  RETURN_IF_ERROR(CheckOptimizerShard(params, owned));
+  return std::unique_ptr<GpuSgdOptimizer>(new GpuSgdOptimizer(
+      std::move(params), options, std::move(owned), /*sharded=*/true, device, stream));
 }
 
 GpuSgdOptimizer::~GpuSgdOptimizer() {
@@ -49,8 +63,9 @@ absl::Status GpuSgdOptimizer::Step(const std::vector<float*>& params,
   const SgdElementParams h = ToElementParams(options_);
   const bool use_momentum = options_.momentum != 0.0;
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (!has_grad[i]) continue;
-    const size_t n = params_[i].count;
+    if (!has_grad[i] || owned_[i].empty()) continue;
+    // Sharded, only the owned elements: the same kernel on a sub-range (SgdOptimizer::Step).
+    const size_t n = owned_[i].size();
     bool first = true;
     if (use_momentum) {
       first = buffers_[i] == nullptr;
@@ -61,7 +76,8 @@ absl::Status GpuSgdOptimizer::Step(const std::vector<float*>& params,
       }
     }
     RL_CUDA_RETURN_IF_ERROR(
-        LaunchSgdUpdate(params[i], grads[i], buffers_[i], n, h, first, stream_));
+        LaunchSgdUpdate(params[i] + owned_[i].begin, grads[i] + owned_[i].begin, buffers_[i], n,
+                        h, first, stream_));
   }
   ++step_count_;
   return absl::OkStatus();
@@ -70,7 +86,7 @@ absl::Status GpuSgdOptimizer::Step(const std::vector<float*>& params,
 size_t GpuSgdOptimizer::momentum_elements() const {
   size_t n = 0;
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (buffers_[i] != nullptr) n += params_[i].count;
+    if (buffers_[i] != nullptr) n += owned_[i].size();
   }
   return n;
 }
@@ -80,7 +96,7 @@ absl::StatusOr<std::vector<std::vector<float>>> GpuSgdOptimizer::CopyMomentumBuf
   std::vector<std::vector<float>> out(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
     if (buffers_[i] == nullptr) continue;
-    out[i].resize(params_[i].count);
+    out[i].resize(owned_[i].size());
     // On the trainer's stream, after the SGD kernels that wrote the buffers.
     RL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out[i].data(), buffers_[i],
                                             out[i].size() * sizeof(float),
@@ -96,23 +112,31 @@ absl::Status GpuSgdOptimizer::RestoreMomentumBuffers(
     return absl::InvalidArgumentError(absl::StrCat("momentum buffers: expected ", params_.size(),
                                                    " entries, got ", buffers.size()));
   }
+  // Every size is checked before anything changes (the CPU optimizer's rules and messages).
+  std::vector<ElementRange> keep(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (!buffers[i].empty() && buffers[i].size() != params_[i].count) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "momentum buffer of ", params_[i].name, ": expected ", params_[i].count,
-          " elements, got ", buffers[i].size()));
-    }
+    ASSIGN_OR_RETURN(keep[i],
+                     MomentumElementsToKeep(params_[i], owned_[i], sharded_, buffers[i].size()));
   }
   RL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (buffers[i].empty()) continue;
+    if (keep[i].empty()) {
+      // No buffer from now on (none yet, or a shard without elements of this parameter).
+      if (buffers_[i] != nullptr) {
+        RL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));  // no kernel still uses it
+        RL_CUDA_RETURN_IF_ERROR(cudaFree(buffers_[i]));
+        buffers_[i] = nullptr;
+      }
+      continue;
+    }
     if (buffers_[i] == nullptr) {
       void* raw = nullptr;
-      RL_CUDA_RETURN_IF_ERROR(cudaMalloc(&raw, params_[i].count * sizeof(float)));
+      RL_CUDA_RETURN_IF_ERROR(cudaMalloc(&raw, owned_[i].size() * sizeof(float)));
       buffers_[i] = static_cast<float*>(raw);
     }
-    RL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buffers_[i], buffers[i].data(),
-                                            buffers[i].size() * sizeof(float),
+    // keep[i].size() == owned_[i].size(): the owned elements of a whole buffer, or all of one.
+    RL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(buffers_[i], buffers[i].data() + keep[i].begin,
+                                            keep[i].size() * sizeof(float),
                                             cudaMemcpyHostToDevice, stream_));
   }
   // The host vectors may go away when this returns.

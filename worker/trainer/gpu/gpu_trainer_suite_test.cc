@@ -171,6 +171,107 @@ TEST(GpuSuite, GpuSgdMatchesCpuSgdBitForBit) {
   }
 }
 
+// strategy zero1's optimizer on the GPU: shards that together cover every element, stepped on the
+// same tensors, leave them bit for bit where the unsharded GPU optimizer does (the same kernel on
+// sub-ranges), each with momentum for its owned elements only, equal to the CPU's sharded
+// optimizer's; a whole (checkpoint) buffer restored into a shard is cut to it.
+TEST(GpuSuite, ShardedGpuSgdMatchesTheUnshardedStepBitForBit) {
+  RL_SKIP_WITHOUT_GPU(1);
+  const std::vector<ParameterInfo> infos = {{"a", {1000}, 1000}, {"b", {37}, 37}};
+  // Three shards of the 1037 elements, one spanning both parameters, one without a's.
+  const std::vector<std::vector<ElementRange>> owned = {
+      {{0, 400}, {0, 0}}, {{400, 1000}, {0, 10}}, {{1000, 1000}, {10, 37}}};
+  std::mt19937_64 rng(11);
+  auto random = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = static_cast<float>(static_cast<int64_t>(rng() % 2001) - 1000) / 997.0f;
+    return v;
+  };
+  for (bool nesterov : {false, true}) {
+    SgdOptions o = TestSgd();
+    o.nesterov = nesterov;
+    if (!nesterov) o.dampening = 0.1;
+    const std::vector<std::vector<float>> initial = {random(1000), random(37)};
+    DeviceBuffer<float> pa(initial[0]), pb(initial[1]);  // the unsharded optimizer's
+    DeviceBuffer<float> sa(initial[0]), sb(initial[1]);  // every shard's, together
+    cudaStream_t stream;
+    ASSERT_CUDA_OK(cudaStreamCreate(&stream));
+    auto whole = GpuSgdOptimizer::Create(infos, o, 0, stream);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    std::vector<std::unique_ptr<GpuSgdOptimizer>> shards;
+    std::vector<SgdOptimizer> cpu_shards;
+    for (const std::vector<ElementRange>& mine : owned) {
+      auto shard = GpuSgdOptimizer::CreateSharded(infos, o, mine, 0, stream);
+      ASSERT_TRUE(shard.ok()) << shard.status();
+      EXPECT_TRUE((*shard)->sharded());
+      shards.push_back(*std::move(shard));
+      cpu_shards.emplace_back(infos, o, mine);
+    }
+    std::vector<std::vector<float>> cpu_params = initial;
+    for (int step = 0; step < 3; ++step) {
+      std::vector<std::vector<float>> grads = {random(1000), random(37)};
+      DeviceBuffer<float> ga(grads[0]), gb(grads[1]);
+      const std::vector<bool> has_grad = {true, step > 0};  // b's momentum starts at step 1
+      ASSERT_TRUE((*whole)->Step({pa.get(), pb.get()}, {ga.get(), gb.get()}, has_grad).ok());
+      for (auto& shard : shards) {
+        ASSERT_TRUE(shard->Step({sa.get(), sb.get()}, {ga.get(), gb.get()}, has_grad).ok());
+      }
+      for (SgdOptimizer& shard : cpu_shards) {
+        shard.Step({cpu_params[0].data(), cpu_params[1].data()},
+                   {grads[0].data(), grads[1].data()}, has_grad);
+      }
+      ASSERT_CUDA_OK(cudaStreamSynchronize(stream));
+      EXPECT_EQ(sa.ToHost(), pa.ToHost()) << "nesterov " << nesterov << " step " << step;
+      EXPECT_EQ(sb.ToHost(), pb.ToHost()) << "nesterov " << nesterov << " step " << step;
+      EXPECT_EQ(sa.ToHost(), cpu_params[0]) << "nesterov " << nesterov << " step " << step;
+      EXPECT_EQ(sb.ToHost(), cpu_params[1]) << "nesterov " << nesterov << " step " << step;
+    }
+    auto reference = (*whole)->CopyMomentumBuffersToHost();
+    ASSERT_TRUE(reference.ok()) << reference.status();
+    size_t held = 0;
+    for (size_t r = 0; r < shards.size(); ++r) {
+      auto mine = shards[r]->CopyMomentumBuffersToHost();
+      ASSERT_TRUE(mine.ok()) << mine.status();
+      EXPECT_EQ(*mine, cpu_shards[r].momentum_buffers()) << "shard " << r;
+      for (size_t i = 0; i < infos.size(); ++i) {
+        const ElementRange& range = owned[r][i];
+        const std::vector<float> slice((*reference)[i].begin() + range.begin,
+                                       (*reference)[i].begin() + range.end);
+        EXPECT_EQ((*mine)[i], slice) << "shard " << r << " parameter " << i;
+      }
+      EXPECT_EQ(shards[r]->momentum_elements(), cpu_shards[r].momentum_elements());
+      EXPECT_EQ(shards[r]->step_count(), 3u);
+      held += shards[r]->momentum_elements();
+    }
+    EXPECT_EQ(held, 1037u) << "the shards hold every element's momentum once";
+    EXPECT_EQ((*whole)->momentum_elements(), 1037u);
+
+    // Resume: the whole buffers into a fresh shard keep its elements; its own form too.
+    auto resumed = GpuSgdOptimizer::CreateSharded(infos, o, owned[1], 0, stream);
+    ASSERT_TRUE(resumed.ok()) << resumed.status();
+    ASSERT_TRUE((*resumed)->RestoreMomentumBuffers(*reference, 3).ok());
+    auto cut = (*resumed)->CopyMomentumBuffersToHost();
+    ASSERT_TRUE(cut.ok()) << cut.status();
+    EXPECT_EQ(*cut, cpu_shards[1].momentum_buffers());
+    EXPECT_EQ((*resumed)->step_count(), 3u);
+    ASSERT_TRUE((*resumed)->RestoreMomentumBuffers(cpu_shards[1].momentum_buffers(), 3).ok());
+    EXPECT_EQ(*(*resumed)->CopyMomentumBuffersToHost(), cpu_shards[1].momentum_buffers());
+    const absl::Status wrong = (*resumed)->RestoreMomentumBuffers({std::vector<float>(5), {}}, 3);
+    EXPECT_EQ(wrong.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(wrong.message()),
+                HasSubstr("momentum buffer of a: got 5 elements, the parameter has 1000 and this "
+                          "rank's shard of it 600"));
+    EXPECT_EQ(*(*resumed)->CopyMomentumBuffersToHost(), cpu_shards[1].momentum_buffers())
+        << "a refused restore changes nothing";
+    const auto bad = GpuSgdOptimizer::CreateSharded(infos, o, {{0, 1001}, {0, 0}}, 0, stream);
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+    whole->reset();
+    shards.clear();
+    resumed->reset();
+    cudaStreamDestroy(stream);
+  }
+}
+
 // Accumulation, loss_scale and the skip list behave like the CPU Mlp's.
 TEST(GpuSuite, AccumulationLossScaleAndSkipMatchTheCpuMlp) {
   RL_SKIP_WITHOUT_GPU(1);
