@@ -1,8 +1,25 @@
 #include "worker/collective/collective_util.h"
 
 #include "absl/strings/str_cat.h"
+#include "worker/collective/host_ops.h"
 
 namespace ringleader {
+
+std::string DescribeOperation(const char* backend, int rank, int world_size,
+                              const std::string& what, int bucket, size_t count) {
+  return absl::StrCat(backend, " rank ", rank, "/", world_size, " ", what, " bucket ", bucket,
+                      " count ", count);
+}
+
+std::shared_ptr<FinishableWork> RefuseInvalid(const std::string& description,
+                                              const absl::Status& valid, absl::Duration timeout) {
+  absl::Status refused = valid.ok() ? ValidateTimeout(timeout) : valid;
+  if (refused.ok()) return nullptr;
+  auto work = std::make_shared<FinishableWork>();
+  work->Finish(absl::InvalidArgumentError(absl::StrCat(description, ": ", refused.message())),
+               absl::ZeroDuration());
+  return work;
+}
 
 absl::Status ValidateRendezvousArgs(const KeyValueStore* store, const std::string& key_prefix,
                                     const std::string& prefix_example, int rank, int world_size) {

@@ -3,6 +3,8 @@
 #ifndef RINGLEADER_WORKER_COLLECTIVE_COLLECTIVE_UTIL_H_
 #define RINGLEADER_WORKER_COLLECTIVE_COLLECTIVE_UTIL_H_
 
+#include <cstddef>
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -44,6 +46,17 @@ class FinishableWork : public Work {
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   absl::Duration duration_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
 };
+
+// "<backend> rank R/N <what> bucket B count C": how a backend names one operation in its errors.
+std::string DescribeOperation(const char* backend, int rank, int world_size,
+                              const std::string& what, int bucket, size_t count);
+
+// The Work of an operation refused on this rank before it was queued: `valid` (not OK) as
+// INVALID_ARGUMENT "<description>: <message>"; or, with `valid` OK, the timeout's check.
+// Returns null when the operation may be queued. A bad argument is the caller's bug on this
+// rank only: it does not kill the collective.
+std::shared_ptr<FinishableWork> RefuseInvalid(const std::string& description,
+                                              const absl::Status& valid, absl::Duration timeout);
 
 // INVALID_ARGUMENT naming the argument and the fix: a null store, an empty key prefix
 // (`prefix_example` shows one), world_size < 1, rank outside [0, world_size).

@@ -227,18 +227,12 @@ class GlooCollective : public Collective {
   };
 
   std::shared_ptr<Work> Enqueue(const std::string& what, const CollectiveOptions& opts,
-                                size_t count, absl::Status valid, RunFn run,
+                                size_t count, const absl::Status& valid, RunFn run,
                                 bool runs_when_empty = false) {
+    const std::string description =
+        DescribeOperation("gloo", rank_, world_size_, what, opts.bucket, count);
+    if (auto refused = RefuseInvalid(description, valid, opts.timeout)) return refused;
     auto work = std::make_shared<FinishableWork>();
-    const std::string description = absl::StrCat("gloo rank ", rank_, "/", world_size_, " ", what,
-                                                 " bucket ", opts.bucket, " count ", count);
-    if (valid.ok()) valid = ValidateTimeout(opts.timeout);
-    if (!valid.ok()) {
-      // A bad argument is the caller's bug on this rank only; it does not kill the collective.
-      work->Finish(absl::InvalidArgumentError(absl::StrCat(description, ": ", valid.message())),
-                   absl::ZeroDuration());
-      return work;
-    }
     Op op;
     op.description = description;
     op.work = work;

@@ -142,17 +142,12 @@ class ShmCollective : public Collective {
   };
 
   std::shared_ptr<Work> Enqueue(const std::string& what, const CollectiveOptions& opts,
-                                size_t count, absl::Status valid, RunFn run,
+                                size_t count, const absl::Status& valid, RunFn run,
                                 bool runs_when_empty = false) {
+    const std::string description =
+        DescribeOperation("shm", rank_, world_size_, what, opts.bucket, count);
+    if (auto refused = RefuseInvalid(description, valid, opts.timeout)) return refused;
     auto work = std::make_shared<FinishableWork>();
-    const std::string description = absl::StrCat("shm rank ", rank_, "/", world_size_, " ", what,
-                                                 " bucket ", opts.bucket, " count ", count);
-    if (valid.ok()) valid = ValidateTimeout(opts.timeout);
-    if (!valid.ok()) {
-      work->Finish(absl::InvalidArgumentError(absl::StrCat(description, ": ", valid.message())),
-                   absl::ZeroDuration());
-      return work;
-    }
     Op op;
     op.description = description;
     op.work = work;
