@@ -8,7 +8,7 @@
 #include "common/job_spec.h"
 #include "coordinator/step_judge.h"
 #include "gtest/gtest.h"
-#include "worker/collective/gloo_test_util.h"
+#include "worker/collective/gloo/gloo_test_util.h"
 #include "worker/coordinator_client/fake_coordinator.h"
 #include "worker/rank/gloo_ranks_test_util.h"
 #include "worker/rank/training_loop.h"

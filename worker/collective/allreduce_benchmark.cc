@@ -22,9 +22,9 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
-#include "worker/collective/gloo_collective.h"
+#include "worker/collective/gloo/gloo_collective.h"
 #include "worker/collective/in_memory_key_value_store.h"
-#include "worker/collective/shm_collective.h"
+#include "worker/collective/shm/shm_collective.h"
 
 ABSL_FLAG(int, mib, 100, "Buffer size per rank in MiB (float32).");
 ABSL_FLAG(int, buckets, 4, "Number of equal bucket views for the bucketed run.");

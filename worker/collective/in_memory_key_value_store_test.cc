@@ -6,7 +6,7 @@
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/collective/gloo_test_util.h"
+#include "worker/collective/gloo/gloo_test_util.h"
 
 namespace ringleader {
 namespace {

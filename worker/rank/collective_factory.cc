@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/status_macros.h"
-#include "worker/collective/shm_collective.h"
+#include "worker/collective/shm/shm_collective.h"
 #include "worker/coordinator_client/coordinator_key_value_store.h"
 #include "worker/rank/gpu/gpu_model_runner.h"
 

@@ -9,7 +9,7 @@
 #ifndef RINGLEADER_WORKER_RANK_COLLECTIVE_FACTORY_H_
 #define RINGLEADER_WORKER_RANK_COLLECTIVE_FACTORY_H_
 
-#include "worker/collective/gloo_collective.h"
+#include "worker/collective/gloo/gloo_collective.h"
 #include "worker/coordinator_client/coordinator_client.h"
 #include "worker/rank/training_loop.h"
 

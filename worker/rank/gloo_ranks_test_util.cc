@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
-#include "worker/collective/gloo_collective.h"
+#include "worker/collective/gloo/gloo_collective.h"
 #include "worker/collective/in_memory_key_value_store.h"
 
 namespace ringleader {

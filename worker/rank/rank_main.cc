@@ -28,7 +28,7 @@
 #include "absl/time/time.h"
 #include "proto/ringleader.pb.h"
 #include "common/tls/tls_credentials.h"
-#include "worker/collective/gloo_collective.h"
+#include "worker/collective/gloo/gloo_collective.h"
 #include "worker/coordinator_client/coordinator_key_value_store.h"
 #include "worker/coordinator_client/grpc_coordinator_client.h"
 #include "worker/launcher/command_rank.h"

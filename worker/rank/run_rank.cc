@@ -4,7 +4,7 @@
 #include <string>
 
 #include "absl/time/clock.h"
-#include "worker/collective/gloo_peers.h"
+#include "worker/collective/gloo/gloo_peers.h"
 #include "worker/rank/finish_report.h"
 #include "worker/rank/progress_reporter.h"
 #include "worker/rank/training_loop.h"

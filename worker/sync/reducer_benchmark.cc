@@ -32,7 +32,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "worker/collective/gloo_collective.h"
+#include "worker/collective/gloo/gloo_collective.h"
 #include "worker/collective/in_memory_key_value_store.h"
 #include "worker/sync/collective_ledger.h"
 #include "worker/sync/reducer.h"

@@ -7,8 +7,8 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "worker/collective/gloo_collective.h"
-#include "worker/collective/gloo_test_util.h"
+#include "worker/collective/gloo/gloo_collective.h"
+#include "worker/collective/gloo/gloo_test_util.h"
 
 namespace ringleader {
 namespace sync_test {

@@ -22,7 +22,7 @@
 #include "gtest/gtest.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/checkpoint/checkpoint_series.h"
-#include "worker/collective/gloo_collective.h"
+#include "worker/collective/gloo/gloo_collective.h"
 #include "worker/collective/gpu/nccl_collective.h"
 #include "worker/collective/in_memory_key_value_store.h"
 #include "worker/collective/rank_threads.h"

@@ -8,8 +8,8 @@
 //
 // The peer travels with the absl::Status as a payload (kPeerPayloadUrl: "<rank> <host:port>"),
 // so the rank's FinishRank can name it to the coordinator (FinishRankRequest.has_peer).
-#ifndef RINGLEADER_WORKER_COLLECTIVE_GLOO_PEERS_H_
-#define RINGLEADER_WORKER_COLLECTIVE_GLOO_PEERS_H_
+#ifndef RINGLEADER_WORKER_COLLECTIVE_GLOO_GLOO_PEERS_H_
+#define RINGLEADER_WORKER_COLLECTIVE_GLOO_GLOO_PEERS_H_
 
 #include <cstdint>
 #include <map>
@@ -55,4 +55,4 @@ std::optional<StatusPeer> PeerOfStatus(const absl::Status& status);
 
 }  // namespace ringleader
 
-#endif  // RINGLEADER_WORKER_COLLECTIVE_GLOO_PEERS_H_
+#endif  // RINGLEADER_WORKER_COLLECTIVE_GLOO_GLOO_PEERS_H_

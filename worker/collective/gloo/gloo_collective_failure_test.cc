@@ -10,8 +10,8 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/collective/gloo_collective.h"
-#include "worker/collective/gloo_test_util.h"
+#include "worker/collective/gloo/gloo_collective.h"
+#include "worker/collective/gloo/gloo_test_util.h"
 #include "worker/collective/in_memory_key_value_store.h"
 
 namespace ringleader {

@@ -11,8 +11,8 @@
 //
 // Thread-safety: one thread per process runs Arrive/Await (the communication thread); Abort,
 // AbortedBy and the accessors may be called from any thread.
-#ifndef RINGLEADER_WORKER_COLLECTIVE_SHM_SEGMENT_H_
-#define RINGLEADER_WORKER_COLLECTIVE_SHM_SEGMENT_H_
+#ifndef RINGLEADER_WORKER_COLLECTIVE_SHM_SHM_SEGMENT_H_
+#define RINGLEADER_WORKER_COLLECTIVE_SHM_SHM_SEGMENT_H_
 
 #include <atomic>
 #include <cstddef>
@@ -94,4 +94,4 @@ class ShmSegment {
 
 }  // namespace ringleader
 
-#endif  // RINGLEADER_WORKER_COLLECTIVE_SHM_SEGMENT_H_
+#endif  // RINGLEADER_WORKER_COLLECTIVE_SHM_SHM_SEGMENT_H_

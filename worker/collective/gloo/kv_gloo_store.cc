@@ -1,4 +1,4 @@
-#include "worker/collective/kv_gloo_store.h"
+#include "worker/collective/gloo/kv_gloo_store.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gloo/common/error.h"
 #include "gloo/common/logging.h"
-#include "worker/collective/gloo_peers.h"
+#include "worker/collective/gloo/gloo_peers.h"
 
 namespace ringleader {
 namespace {

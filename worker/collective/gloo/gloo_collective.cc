@@ -1,4 +1,4 @@
-#include "worker/collective/gloo_collective.h"
+#include "worker/collective/gloo/gloo_collective.h"
 
 #include <algorithm>
 #include <chrono>
@@ -26,9 +26,9 @@
 #include "gloo/transport/tcp/device.h"
 #include "worker/collective/collective_util.h"
 #include "worker/collective/host_ops.h"
-#include "worker/collective/gloo_peers.h"
-#include "worker/collective/gloo_status.h"
-#include "worker/collective/kv_gloo_store.h"
+#include "worker/collective/gloo/gloo_peers.h"
+#include "worker/collective/gloo/gloo_status.h"
+#include "worker/collective/gloo/kv_gloo_store.h"
 
 namespace ringleader {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/collective/gloo_test_util.h"
+#include "worker/collective/gloo/gloo_test_util.h"
 
 #include <poll.h>
 #include <signal.h>

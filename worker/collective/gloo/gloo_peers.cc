@@ -1,4 +1,4 @@
-#include "worker/collective/gloo_peers.h"
+#include "worker/collective/gloo/gloo_peers.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -1,4 +1,4 @@
-#include "worker/collective/shm_collective.h"
+#include "worker/collective/shm/shm_collective.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -20,7 +20,7 @@
 #include "common/status_macros.h"
 #include "worker/collective/collective_util.h"
 #include "worker/collective/host_ops.h"
-#include "worker/collective/shm_segment.h"
+#include "worker/collective/shm/shm_segment.h"
 
 namespace ringleader {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/collective/kv_gloo_store.h"
+#include "worker/collective/gloo/kv_gloo_store.h"
 
 #include <atomic>
 #include <chrono>
@@ -16,8 +16,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/collective/collective.h"
-#include "worker/collective/gloo_collective.h"
-#include "worker/collective/gloo_test_util.h"
+#include "worker/collective/gloo/gloo_collective.h"
+#include "worker/collective/gloo/gloo_test_util.h"
 #include "worker/collective/in_memory_key_value_store.h"
 
 namespace ringleader {

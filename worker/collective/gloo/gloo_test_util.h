@@ -1,7 +1,7 @@
 // Test helpers for collective backends: ranks as threads in one process, a watchdog that turns
 // a hang into a failure, and a forked child for scenarios in which gloo may std::terminate.
-#ifndef RINGLEADER_WORKER_COLLECTIVE_GLOO_TEST_UTIL_H_
-#define RINGLEADER_WORKER_COLLECTIVE_GLOO_TEST_UTIL_H_
+#ifndef RINGLEADER_WORKER_COLLECTIVE_GLOO_GLOO_TEST_UTIL_H_
+#define RINGLEADER_WORKER_COLLECTIVE_GLOO_GLOO_TEST_UTIL_H_
 
 #include <functional>
 #include <memory>
@@ -13,7 +13,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "worker/collective/collective.h"
-#include "worker/collective/gloo_collective.h"
+#include "worker/collective/gloo/gloo_collective.h"
 #include "worker/collective/in_memory_key_value_store.h"
 
 namespace ringleader {
@@ -58,4 +58,4 @@ ChildOutcome RunInChild(const std::function<std::string()>& body, absl::Duration
 }  // namespace testing_util
 }  // namespace ringleader
 
-#endif  // RINGLEADER_WORKER_COLLECTIVE_GLOO_TEST_UTIL_H_
+#endif  // RINGLEADER_WORKER_COLLECTIVE_GLOO_GLOO_TEST_UTIL_H_

@@ -1,4 +1,4 @@
-#include "worker/collective/shm_segment.h"
+#include "worker/collective/shm/shm_segment.h"
 
 #include <fcntl.h>
 #include <linux/futex.h>

@@ -1,7 +1,7 @@
 // The shared-memory segment across real processes: a peer that maps it from another process is
 // seen; one whose process is gone ends the others' wait naming it; a segment that is not the
 // one announced is refused.
-#include "worker/collective/shm_segment.h"
+#include "worker/collective/shm/shm_segment.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

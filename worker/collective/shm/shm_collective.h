@@ -42,8 +42,8 @@
 //                                                     waits end at once with UNAVAILABLE
 //
 // Thread-safety: every method may be called from any thread.
-#ifndef RINGLEADER_WORKER_COLLECTIVE_SHM_COLLECTIVE_H_
-#define RINGLEADER_WORKER_COLLECTIVE_SHM_COLLECTIVE_H_
+#ifndef RINGLEADER_WORKER_COLLECTIVE_SHM_SHM_COLLECTIVE_H_
+#define RINGLEADER_WORKER_COLLECTIVE_SHM_SHM_COLLECTIVE_H_
 
 #include <cstddef>
 #include <memory>
@@ -90,4 +90,4 @@ absl::StatusOr<ShmRendezvous> CreateShmCollective(std::shared_ptr<KeyValueStore>
 
 }  // namespace ringleader
 
-#endif  // RINGLEADER_WORKER_COLLECTIVE_SHM_COLLECTIVE_H_
+#endif  // RINGLEADER_WORKER_COLLECTIVE_SHM_SHM_COLLECTIVE_H_

@@ -8,8 +8,8 @@
 //   other gloo::IoException (peer gone, socket error)     -> UNAVAILABLE
 //   gloo::EnforceNotMet, other gloo/std exceptions        -> INTERNAL (invariant broken: a bug)
 // Callers prefix the operation's context (rank, op, bucket, element count).
-#ifndef RINGLEADER_WORKER_COLLECTIVE_GLOO_STATUS_H_
-#define RINGLEADER_WORKER_COLLECTIVE_GLOO_STATUS_H_
+#ifndef RINGLEADER_WORKER_COLLECTIVE_GLOO_GLOO_STATUS_H_
+#define RINGLEADER_WORKER_COLLECTIVE_GLOO_GLOO_STATUS_H_
 
 #include <functional>
 
@@ -29,4 +29,4 @@ absl::Status RunGlooCall(const std::function<void()>& fn, const char* expression
 #define RL_GLOO_CALL(...) \
   ::ringleader::gloo_internal::RunGlooCall([&]() { __VA_ARGS__; }, #__VA_ARGS__)
 
-#endif  // RINGLEADER_WORKER_COLLECTIVE_GLOO_STATUS_H_
+#endif  // RINGLEADER_WORKER_COLLECTIVE_GLOO_GLOO_STATUS_H_

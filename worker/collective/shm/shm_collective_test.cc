@@ -1,7 +1,7 @@
 // Correctness of the shared-memory backend: N ranks as threads mapping one real POSIX segment,
 // against references computed in the backend's reduction order (so equality is exact), against
 // gloo bit for bit at 2 ranks, chunking with small slots, failures and the fall-back answer.
-#include "worker/collective/shm_collective.h"
+#include "worker/collective/shm/shm_collective.h"
 
 #include <dirent.h>
 
@@ -20,7 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/collective/bf16.h"
-#include "worker/collective/gloo_test_util.h"
+#include "worker/collective/gloo/gloo_test_util.h"
 #include "worker/collective/in_memory_key_value_store.h"
 
 namespace ringleader {

@@ -1,4 +1,4 @@
-#include "worker/collective/gloo_status.h"
+#include "worker/collective/gloo/gloo_status.h"
 
 #include <exception>
 #include <string>

@@ -1,5 +1,5 @@
 // Correctness of the gloo backend: N ranks as threads over real loopback TCP.
-#include "worker/collective/gloo_collective.h"
+#include "worker/collective/gloo/gloo_collective.h"
 
 #include <algorithm>
 #include <atomic>
@@ -14,7 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/collective/bf16.h"
-#include "worker/collective/gloo_test_util.h"
+#include "worker/collective/gloo/gloo_test_util.h"
 
 namespace ringleader {
 namespace {

@@ -36,8 +36,8 @@
 // which no caller can catch; run ranks in a supervised child process (see the worker daemon).
 //
 // Thread-safety: every method of the returned Collective may be called from any thread.
-#ifndef RINGLEADER_WORKER_COLLECTIVE_GLOO_COLLECTIVE_H_
-#define RINGLEADER_WORKER_COLLECTIVE_GLOO_COLLECTIVE_H_
+#ifndef RINGLEADER_WORKER_COLLECTIVE_GLOO_GLOO_COLLECTIVE_H_
+#define RINGLEADER_WORKER_COLLECTIVE_GLOO_GLOO_COLLECTIVE_H_
 
 #include <memory>
 #include <string>
@@ -82,4 +82,4 @@ absl::StatusOr<std::unique_ptr<Collective>> CreateGlooCollective(
 
 }  // namespace ringleader
 
-#endif  // RINGLEADER_WORKER_COLLECTIVE_GLOO_COLLECTIVE_H_
+#endif  // RINGLEADER_WORKER_COLLECTIVE_GLOO_GLOO_COLLECTIVE_H_

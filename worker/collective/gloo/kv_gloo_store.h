@@ -23,8 +23,8 @@
 // (the store is unreachable, the wait ran out, the attempt is stale: gloo's "recoverable" kind)
 // or gloo::EnforceNotMet (any other code: a bug). The first failure's absl::Status is kept, so
 // the caller can return the store's own code and message instead of gloo's text.
-#ifndef RINGLEADER_WORKER_COLLECTIVE_KV_GLOO_STORE_H_
-#define RINGLEADER_WORKER_COLLECTIVE_KV_GLOO_STORE_H_
+#ifndef RINGLEADER_WORKER_COLLECTIVE_GLOO_KV_GLOO_STORE_H_
+#define RINGLEADER_WORKER_COLLECTIVE_GLOO_KV_GLOO_STORE_H_
 
 #include <chrono>
 #include <cstdint>
@@ -114,4 +114,4 @@ class KvGlooStore : public gloo::rendezvous::Store {
 
 }  // namespace ringleader
 
-#endif  // RINGLEADER_WORKER_COLLECTIVE_KV_GLOO_STORE_H_
+#endif  // RINGLEADER_WORKER_COLLECTIVE_GLOO_KV_GLOO_STORE_H_

@@ -1,4 +1,4 @@
-#include "worker/collective/gloo_peers.h"
+#include "worker/collective/gloo/gloo_peers.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -16,8 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/collective/gloo_collective.h"
-#include "worker/collective/gloo_test_util.h"
+#include "worker/collective/gloo/gloo_collective.h"
+#include "worker/collective/gloo/gloo_test_util.h"
 #include "worker/collective/in_memory_key_value_store.h"
 
 namespace ringleader {
