@@ -21,6 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kFashionMnistDir[] = "/usr/share/datasets/fashion-mnist";
 constexpr absl::Duration kJobTimeout = absl::Seconds(90);
@@ -102,6 +103,18 @@ TEST_F(TrainingE2eTest, FashionMnistJobSubmittedWithTheCliSucceedsInLockstep) {
   EXPECT_EQ(status.exit_code, 0) << status.output;
   EXPECT_THAT(status.output, HasSubstr("SUCCEEDED"));
   std::cout << "$ ringleader status " << job_id << "\n" << status.output << std::endl;
+
+  // Both ranks run on this one host: they exchanged through shared memory, not loopback TCP
+  // (each rank's first line names its backend).
+  const CliResult logs = cluster_->RunCli({"logs", job_id}, absl::Seconds(30));
+  ASSERT_EQ(logs.exit_code, 0) << logs.output;
+  size_t shm_ranks = 0;
+  for (size_t at = logs.output.find("backend shm on cpu"); at != std::string::npos;
+       at = logs.output.find("backend shm on cpu", at + 1)) {
+    ++shm_ranks;
+  }
+  EXPECT_EQ(shm_ranks, 2u) << logs.output;
+  EXPECT_THAT(logs.output, Not(HasSubstr("backend gloo"))) << logs.output;
 }
 
 TEST_F(TrainingE2eTest, RankThatBypassesSyncShowsUpAsDriftNamingATensor) {
