@@ -8,7 +8,11 @@
 //       KvSet "rank_<r>" (hostname), one KvGetMany of the lower ranks' hostnames, KvSet "<r>"
 //       (its blob of N-1 pair addresses), one KvGetMany of every peer's blob cut to r's address
 //       (KvGetMany parts);
-//   (b) heartbeats/s of the N workers from `--threads` client threads, for `--seconds`;
+//   (b) heartbeats/s of the N workers from `--threads` client threads, for `--seconds`: first
+//       as unary Heartbeat calls (the clients by channel), then on heartbeat streams, one per
+//       worker as each daemon holds one (N more clients over the same channels), and then on the
+//       same kind of streams with every worker's beat in flight at once, as independent
+//       daemons send them (pipelined_heartbeats.h); each with its ratio to unary;
 //   (c) ReportProgress rank-steps/s of the N ranks of the running job, batches of 20 steps.
 //
 // Clients: the workers' own GrpcCoordinatorClient (retries off: a failed call fails the run;
@@ -64,6 +68,7 @@
 #include "coordinator/job_store.h"
 #include "coordinator/load_benchmark_util.h"
 #include "coordinator/options.h"
+#include "coordinator/pipelined_heartbeats.h"
 #include "coordinator/rpc_handler.h"
 #include "coordinator/rpc_stats.h"
 #include "grpcpp/grpcpp.h"
@@ -151,7 +156,9 @@ struct Cluster {
   std::thread ticker;
 
   std::vector<std::shared_ptr<grpc::Channel>> channels;
-  std::vector<std::unique_ptr<GrpcCoordinatorClient>> clients;  // by channel
+  std::vector<std::unique_ptr<GrpcCoordinatorClient>> clients;  // by channel; unary heartbeats
+  // By worker, on channel w % channels: each holds its worker's heartbeat stream.
+  std::vector<std::unique_ptr<GrpcCoordinatorClient>> streaming;
   std::vector<std::unique_ptr<v1::WorkerService::Stub>> stubs;  // by channel (long polls)
   std::unique_ptr<v1::JobService::Stub> jobs;                   // on channel 0
 
@@ -168,6 +175,7 @@ struct Cluster {
   ~Cluster() {
     jobs.reset();
     stubs.clear();
+    streaming.clear();
     clients.clear();  // cancels nothing in flight: every call has returned
     channels.clear();
     if (ticker.joinable()) {
@@ -205,6 +213,8 @@ std::unique_ptr<Cluster> StartCluster(uint32_t n) {
   client_options.call_timeout = absl::GetFlag(FLAGS_call_timeout);
   client_options.long_poll_margin = kLongPollMargin;
   client_options.retry.max_attempts = 1;  // a failure is reported, never retried away
+  GrpcCoordinatorClientOptions streaming_options = client_options;
+  client_options.heartbeat_stream = false;
   for (int c = 0; c < absl::GetFlag(FLAGS_channels); ++c) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);  // as GrpcCoordinatorClient::Create
@@ -220,6 +230,10 @@ std::unique_ptr<Cluster> StartCluster(uint32_t n) {
     cluster->stubs.push_back(v1::WorkerService::NewStub(channel));
   }
   cluster->jobs = v1::JobService::NewStub(cluster->channels[0]);
+  for (uint32_t w = 0; w < n; ++w) {
+    cluster->streaming.push_back(std::make_unique<GrpcCoordinatorClient>(
+        cluster->channels[w % cluster->channels.size()], streaming_options));
+  }
   return cluster;
 }
 
@@ -471,15 +485,17 @@ std::string CpuPerCall(const Rate& rate, double calls) {
                          rate.cpu * 1e6 / calls, rate.calling_cpu * 1e6 / calls);
 }
 
-// (b): thread t's workers (w = t mod threads) heartbeat once each; returns heartbeats sent.
-uint64_t HeartbeatRound(Cluster& cluster, int t) {
+// (b): thread t's workers (w = t mod threads) heartbeat once each, unary or each on its own
+// stream; returns heartbeats sent.
+uint64_t HeartbeatRound(Cluster& cluster, int t, bool streamed) {
   const int threads = absl::GetFlag(FLAGS_threads);
   uint64_t sent = 0;
   v1::HeartbeatRequest request;
   for (size_t w = static_cast<size_t>(t); w < cluster.workers.size(); w += threads) {
     request.set_worker_id(cluster.workers[w]);
     request.set_incarnation(w + 1);
-    v1::HeartbeatResponse response = Checked(cluster.client(w).Heartbeat(request), "Heartbeat");
+    GrpcCoordinatorClient& client = streamed ? *cluster.streaming[w] : cluster.client(w);
+    v1::HeartbeatResponse response = Checked(client.Heartbeat(request), "Heartbeat");
     Expect(response.abort_size() == 0, "Heartbeat: told to abort");
     ++sent;
   }
@@ -525,14 +541,46 @@ void Measure(uint32_t n) {
       tally.bytes_answered / 1e6, cpu);
   std::fflush(stdout);
 
-  const Rate heartbeats = Sustained([&](int t) { return HeartbeatRound(*cluster, t); });
-  std::printf(
-      "ranks=%-5u (b) gRPC heartbeats: %s/s (%s in %.1f s from %d threads on %d "
-      "channels; %s)\n",
-      n, Thousands(heartbeats.per_second).c_str(),
-      Thousands(static_cast<double>(heartbeats.units)).c_str(), absl::GetFlag(FLAGS_seconds),
-      absl::GetFlag(FLAGS_threads), absl::GetFlag(FLAGS_channels),
-      CpuPerCall(heartbeats, static_cast<double>(heartbeats.units)).c_str());
+  const Rate unary = Sustained([&](int t) { return HeartbeatRound(*cluster, t, false); });
+  const Rate streamed = Sustained([&](int t) { return HeartbeatRound(*cluster, t, true); });
+  Rate pipelined;
+  Rate unary_pipelined;
+  {
+    std::vector<v1::WorkerService::Stub*> stubs;
+    std::vector<v1::HeartbeatRequest> beats;
+    for (size_t w = 0; w < cluster->workers.size(); ++w) {
+      stubs.push_back(&cluster->stub(w));
+      beats.emplace_back().set_worker_id(cluster->workers[w]);
+      beats.back().set_incarnation(w + 1);
+    }
+    PipelinedHeartbeats driver(std::move(stubs), std::move(beats), absl::GetFlag(FLAGS_threads),
+                               absl::GetFlag(FLAGS_call_timeout));
+    unary_pipelined = Sustained(
+        [&](int t) { return Checked(driver.UnaryRound(t), "pipelined unary heartbeats"); });
+    pipelined = Sustained(
+        [&](int t) { return Checked(driver.Round(t), "pipelined heartbeats"); });
+  }
+  for (const auto& [name, rate] :
+       {std::pair<const char*, const Rate&>{"unary", unary},
+        std::pair<const char*, const Rate&>{"streamed", streamed},
+        std::pair<const char*, const Rate&>{"unary, all in flight", unary_pipelined},
+        std::pair<const char*, const Rate&>{"streamed, all in flight", pipelined}}) {
+    std::printf(
+        "ranks=%-5u (b) gRPC heartbeats, %s: %s/s (%s in %.1f s from %d threads on %d "
+        "channels; %s)\n",
+        n, name, Thousands(rate.per_second).c_str(),
+        Thousands(static_cast<double>(rate.units)).c_str(), absl::GetFlag(FLAGS_seconds),
+        absl::GetFlag(FLAGS_threads), absl::GetFlag(FLAGS_channels),
+        CpuPerCall(rate, static_cast<double>(rate.units)).c_str());
+  }
+  auto ratio = [&](const Rate& rate) {
+    return unary.per_second > 0 ? rate.per_second / unary.per_second : 0.0;
+  };
+  std::printf("ranks=%-5u (b) heartbeats per second over unary: streamed %.2fx; all in flight: "
+              "unary %.2fx, streamed %.2fx (streamed / unary all in flight %.2fx)\n",
+              n, ratio(streamed), ratio(unary_pipelined), ratio(pipelined),
+              unary_pipelined.per_second > 0 ? pipelined.per_second / unary_pipelined.per_second
+                                             : 0.0);
   std::fflush(stdout);
 
   std::vector<uint64_t> next_step(n, 0);

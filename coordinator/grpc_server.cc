@@ -55,6 +55,7 @@ void CoordinatorServer::Shutdown(absl::Time deadline) {
   shut_down_ = true;
   // Probes see NOT_SERVING while the calls in flight drain.
   server_->GetHealthCheckService()->SetServingStatus(false);
+  worker_service_.CloseHeartbeatStreams();
   server_->Shutdown(absl::ToChronoTime(deadline));
   server_->Wait();
 }

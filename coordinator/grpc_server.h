@@ -48,8 +48,14 @@ class CoordinatorServer {
 
   // Stops accepting calls, lets in-flight calls run until `deadline` (wall-clock time: gRPC's),
   // cancels the rest and waits until every call is done. Long polls must have been answered
-  // first (Coordinator::Shutdown) or they hold this up until their own deadline. Idempotent.
+  // first (Coordinator::Shutdown) or they hold this up until their own deadline; open
+  // heartbeat streams are cancelled at once. Idempotent.
   void Shutdown(absl::Time deadline);
+
+  // The worker service's heartbeat streams (heartbeat_streams.h): cancels the open ones and
+  // refuses new ones; how many are open.
+  void CloseHeartbeatStreams() { worker_service_.CloseHeartbeatStreams(); }
+  size_t open_heartbeat_streams() const { return worker_service_.open_heartbeat_streams(); }
 
  private:
   CoordinatorServer(RpcHandler* handler, const TokenStore* tokens,

@@ -32,6 +32,11 @@ grpc::ServerUnaryReactor* GrpcWorkerService::Heartbeat(grpc::CallbackServerConte
   return FinishNow(context, handler_->Heartbeat(*request, response));
 }
 
+HeartbeatStreams::Reactor* GrpcWorkerService::HeartbeatStream(
+    grpc::CallbackServerContext* context) {
+  return heartbeat_streams_.Open(context);
+}
+
 grpc::ServerUnaryReactor* GrpcWorkerService::WaitAssignment(
     grpc::CallbackServerContext* context, const v1::WaitAssignmentRequest* request,
     v1::WaitAssignmentResponse* response) {

@@ -9,6 +9,7 @@
 #define RINGLEADER_COORDINATOR_GRPC_SERVICE_H_
 
 #include "coordinator/attempt_tokens.h"
+#include "coordinator/heartbeat_streams.h"
 #include "coordinator/rpc_handler.h"
 #include "coordinator/token_store.h"
 #include "grpcpp/grpcpp.h"
@@ -24,7 +25,7 @@ namespace ringleader {
 class GrpcWorkerService final : public v1::WorkerService::CallbackService {
  public:
   explicit GrpcWorkerService(RpcHandler* handler, const AttemptTokens* attempt_tokens = nullptr)
-      : handler_(handler), attempt_tokens_(attempt_tokens) {}
+      : handler_(handler), attempt_tokens_(attempt_tokens), heartbeat_streams_(handler) {}
 
   grpc::ServerUnaryReactor* RegisterWorker(grpc::CallbackServerContext* context,
                                            const v1::RegisterWorkerRequest* request,
@@ -32,6 +33,8 @@ class GrpcWorkerService final : public v1::WorkerService::CallbackService {
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context,
                                       const v1::HeartbeatRequest* request,
                                       v1::HeartbeatResponse* response) override;
+  // heartbeat_streams.h.
+  HeartbeatStreams::Reactor* HeartbeatStream(grpc::CallbackServerContext* context) override;
   grpc::ServerUnaryReactor* WaitAssignment(grpc::CallbackServerContext* context,
                                            const v1::WaitAssignmentRequest* request,
                                            v1::WaitAssignmentResponse* response) override;
@@ -57,6 +60,11 @@ class GrpcWorkerService final : public v1::WorkerService::CallbackService {
                                        const v1::AppendLogsRequest* request,
                                        v1::AppendLogsResponse* response) override;
 
+  // Cancels the open heartbeat streams and refuses new ones: before the server shuts down, so
+  // they do not hold the shutdown up until its deadline. Idempotent.
+  void CloseHeartbeatStreams() { heartbeat_streams_.CloseAll(); }
+  size_t open_heartbeat_streams() const { return heartbeat_streams_.open_streams(); }
+
  private:
   // OK when the call carries attempt (`job`, `generation`)'s token (or none is checked).
   absl::Status AuthorizeAttempt(grpc::CallbackServerContext* context, absl::string_view job,
@@ -64,6 +72,7 @@ class GrpcWorkerService final : public v1::WorkerService::CallbackService {
 
   RpcHandler* const handler_;
   const AttemptTokens* const attempt_tokens_;
+  HeartbeatStreams heartbeat_streams_;
 };
 
 // Thread-safe. Does not own `handler` or `tokens`. With `tokens` (--tokens_file) every call

@@ -37,6 +37,7 @@ GrpcCoordinatorClient::~GrpcCoordinatorClient() { CancelAll(); }
 
 void GrpcCoordinatorClient::CancelAll() {
   if (!cancelled_.HasBeenNotified()) cancelled_.Notify();
+  heartbeats_.Cancel();
   absl::MutexLock lock(&mu_);
   for (grpc::ClientContext* context : in_flight_) context->TryCancel();
 }
@@ -149,6 +150,26 @@ absl::StatusOr<v1::RegisterWorkerResponse> GrpcCoordinatorClient::RegisterWorker
 
 absl::StatusOr<v1::HeartbeatResponse> GrpcCoordinatorClient::Heartbeat(
     const v1::HeartbeatRequest& request) {
+  if (options_.heartbeat_stream && !heartbeat_stream_unsupported_.load()) {
+    v1::HeartbeatResponse response;
+    const grpc::Status beat = heartbeats_.Beat(request, options_.call_timeout, &response);
+    switch (beat.error_code()) {
+      case grpc::StatusCode::OK:
+        return response;
+      case grpc::StatusCode::UNIMPLEMENTED:  // an older coordinator: unary from now on
+        heartbeat_stream_unsupported_ = true;
+        break;
+      case grpc::StatusCode::CANCELLED:
+        if (cancelled_.HasBeenNotified()) return FromGrpcStatus(beat, "Heartbeat");
+        break;  // the coordinator is shutting down: the unary call retries
+      case grpc::StatusCode::UNAVAILABLE:
+      case grpc::StatusCode::INTERNAL:
+      case grpc::StatusCode::UNKNOWN:
+        break;  // the stream broke: this beat goes unary, with retries
+      default:  // the coordinator's answer (NOT_FOUND), or none in time
+        return FromGrpcStatus(beat, "Heartbeat");
+    }
+  }
   return Call("Heartbeat", &Stub::Heartbeat, request, options_.call_timeout, true);
 }
 

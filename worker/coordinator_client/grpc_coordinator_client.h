@@ -23,6 +23,14 @@
 //                             must not hold up the daemon's final report while the coordinator
 //                             is unreachable
 //
+// Heartbeats go out on one long-lived stream (WorkerService.HeartbeatStream,
+// heartbeat_stream_client.h), a message each way per beat, with `call_timeout` per beat. A
+// beat the stream could not carry (the connection broke, the coordinator is restarting or
+// shutting down) is sent again as a unary Heartbeat with the retries above, and the next beat
+// opens a new stream; a coordinator without the stream (UNIMPLEMENTED) gets unary heartbeats
+// from then on. What the coordinator answers (NOT_FOUND) and a beat without an answer in time
+// (DEADLINE_EXCEEDED) are returned as from a unary call.
+//
 // Every other code is returned at once. Status conversion (grpc::Status → absl::Status, same
 // code, message prefixed with the RPC name) happens in one place, FromGrpcStatus.
 //
@@ -31,6 +39,7 @@
 #ifndef RINGLEADER_WORKER_COORDINATOR_CLIENT_GRPC_COORDINATOR_CLIENT_H_
 #define RINGLEADER_WORKER_COORDINATOR_CLIENT_GRPC_COORDINATOR_CLIENT_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <deque>
@@ -46,6 +55,7 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/ringleader.grpc.pb.h"
 #include "worker/coordinator_client/coordinator_client.h"
+#include "worker/coordinator_client/heartbeat_stream_client.h"
 
 namespace ringleader {
 
@@ -71,6 +81,8 @@ struct GrpcCoordinatorClientOptions {
   // Added to a long poll's wait_timeout_ms to form its deadline.
   absl::Duration long_poll_margin = absl::Seconds(5);
   RetryOptions retry;
+  // Heartbeats over one stream (see above); false = a unary call per heartbeat.
+  bool heartbeat_stream = true;
   // Performs one backoff wait. nullptr = wait in real time, cut short by CancelAll(). Tests
   // inject a recorder so they never sleep.
   std::function<void(absl::Duration)> backoff_wait;
@@ -131,6 +143,9 @@ class GrpcCoordinatorClient : public CoordinatorClient {
 
   const GrpcCoordinatorClientOptions options_;
   const std::unique_ptr<Stub> stub_;
+  HeartbeatStreamClient heartbeats_{stub_.get()};
+  // Set once the coordinator answered UNIMPLEMENTED to the stream.
+  std::atomic<bool> heartbeat_stream_unsupported_{false};
   absl::Notification cancelled_;
   absl::Mutex mu_;
   std::set<grpc::ClientContext*> in_flight_ ABSL_GUARDED_BY(mu_);
