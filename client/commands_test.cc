@@ -146,27 +146,30 @@ TEST_F(CommandsTest, StatusShowsEachRanksMeasuredMemoryBesideThePrediction) {
   spec->mutable_data()->set_dataset("synthetic");
   for (uint32_t width : {4u, 3u, 2u}) spec->mutable_model()->add_layers(width);
   // Rank 0 holds what common/memory_plan.h predicts for it (23 parameters, 2 ranks, zero1:
-  // 92 + 96 + 44 + 144 bytes); rank 1 reports more than its 380 predicted; no rank 2.
-  auto report = [&](int r, uint64_t optimizer) {
+  // 92 + 96 + 44 + 144 bytes) and a heap growth of 3 KiB; rank 1 reports more than its 380
+  // predicted and no heap growth (not measured); no rank 2.
+  auto report = [&](int r, uint64_t optimizer, uint64_t heap) {
     v1::RankMemory* memory = response.mutable_job()->mutable_ranks(r)->mutable_memory();
     memory->set_parameter_bytes(92);
     memory->set_gradient_bytes(96);
     memory->set_optimizer_bytes(optimizer);
     memory->set_comm_buffer_bytes(144);
     memory->set_total_bytes(92 + 96 + optimizer + 144);
+    memory->set_allocator_bytes(heap);
   };
-  report(0, 44);
-  report(1, 2048);
+  report(0, 44, 3072);
+  report(1, 2048, 0);
   EXPECT_CALL(client_, Get("j-3")).WillOnce(Return(response));
   EXPECT_EQ(RunStatus("j-3", client_, env_), kExitOk);
   const std::string text = out_.str();
   EXPECT_THAT(text, HasSubstr("memory per rank (measured after its first step)\n"
                               "  RANK  TOTAL              PREDICTED      PARAMETERS  GRADIENTS  "
-                              "OPTIMIZER  COMM_BUFFERS\n"
+                              "OPTIMIZER  COMM_BUFFERS  HEAP_GROWTH\n"
                               "  0     376 B (376 B)      376 B (equal)  92 B        96 B       "
-                              "44 B       144 B\n"
+                              "44 B       144 B         3.00 KiB\n"
                               "  1     2.32 KiB (2380 B)  380 B          92 B        96 B       "
-                              "2.00 KiB   144 B\n"));
+                              "2.00 KiB   144 B         -\n"
+                              "HEAP_GROWTH: the C heap's high-water growth"));
 }
 
 TEST_F(CommandsTest, StatusPrintsStateTransitionsRanksAndEpochs) {

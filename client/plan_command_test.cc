@@ -70,8 +70,10 @@ TEST_F(PlanCommandTest, PrintsATableOfEveryStrategyWithoutACoordinator) {
                               "       1.00x   yes\n"));
   EXPECT_THAT(text, HasSubstr("zero1     92 B        96 B       48 B       144 B         380 B"
                               "       1.36x   yes\n"));
-  EXPECT_THAT(text, HasSubstr("zero2     92 B        140 B      48 B       0 B           280 B"
-                              "       1.00x   not yet: planned\n"));
+  // zero2: one bucket of 23 padded to 24, slices of 12: shard 12 + a one-buffer pool of 24,
+  // rank 0's 12 owned elements, zero1's gather buffers; runs on gloo.
+  EXPECT_THAT(text, HasSubstr("zero2     92 B        144 B      48 B       144 B         428 B"
+                              "       1.53x   yes\n"));
   EXPECT_THAT(text, HasSubstr("fsdp      108 B       140 B      48 B       0 B           296 B"
                               "       1.06x   not yet: planned\n"));
   EXPECT_EQ(connects_, 0);
@@ -102,7 +104,8 @@ TEST_F(PlanCommandTest, JsonIsAMemoryPlan) {
     ASSERT_EQ(plan.strategies_size(), 4);
     EXPECT_EQ(plan.strategies(0).memory().total_bytes(), 280u);
     EXPECT_TRUE(plan.strategies(1).available());
-    EXPECT_FALSE(plan.strategies(2).available());
+    EXPECT_TRUE(plan.strategies(2).available());   // zero2 on gloo
+    EXPECT_FALSE(plan.strategies(3).available());  // fsdp: planned
     EXPECT_THAT(out_.str(), HasSubstr("\"comm_buffer_bytes\""));  // proto field names
   }
   EXPECT_EQ(connects_, 0);

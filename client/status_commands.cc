@@ -69,10 +69,11 @@ void AppendAttemptsAndEvents(const v1::JobStatus& job, std::string* text) {
 }
 
 // What each rank reported it holds after its first step, beside the prediction for its rank
-// (common/memory_plan.h) under the job's strategy. Nothing until a rank has reported.
+// (common/memory_plan.h) under the job's strategy, and how much its heap grew by the allocator's
+// counters ("-" when not measured). Nothing until a rank has reported.
 void AppendMemory(const v1::JobStatus& job, std::string* text) {
   Table memory({"RANK", "TOTAL", "PREDICTED", "PARAMETERS", "GRADIENTS", "OPTIMIZER",
-                "COMM_BUFFERS"},
+                "COMM_BUFFERS", "HEAP_GROWTH"},
                "  ");
   v1::JobSpec spec = job.spec();
   ApplyJobSpecDefaults(&spec);  // the coordinator stores it completed; an older one may not
@@ -91,10 +92,13 @@ void AppendMemory(const v1::JobStatus& job, std::string* text) {
                    absl::StrCat(FormatBytes(held.total_bytes()), " (", held.total_bytes(), " B)"),
                    expected, FormatBytes(held.parameter_bytes()),
                    FormatBytes(held.gradient_bytes()), FormatBytes(held.optimizer_bytes()),
-                   FormatBytes(held.comm_buffer_bytes())});
+                   FormatBytes(held.comm_buffer_bytes()),
+                   held.allocator_bytes() > 0 ? FormatBytes(held.allocator_bytes()) : "-"});
   }
-  if (memory.rows() > 0) absl::StrAppend(text, "\nmemory per rank (measured after its first step)\n",
-                                         memory.Render());
+  if (memory.rows() == 0) return;
+  absl::StrAppend(text, "\nmemory per rank (measured after its first step)\n", memory.Render(),
+                  "HEAP_GROWTH: the C heap's high-water growth through the first step (glibc's "
+                  "counters):\n  activations, scratch and library buffers included\n");
 }
 
 }  // namespace

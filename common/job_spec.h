@@ -45,6 +45,13 @@ void ApplyJobSpecDefaults(ringleader::v1::JobSpec* spec);
 // "optimizer.learning_rate") and the fix; OK otherwise. Does not touch the file system.
 absl::Status ValidateJobSpec(const ringleader::v1::JobSpec& spec, const JobSpecLimits& limits = {});
 
+// What strategy zero2 (ZeRO-2: gradients and optimizer state sharded, worker/sync/zero2_reducer.h)
+// runs with today; OK for any other strategy. INVALID_ARGUMENT naming the field and the fix for:
+// a command job, backend nccl (gloo only for now), sync.gradient_accumulation_steps > 1,
+// sync.comm_dtype bf16, sync.find_unused_parameters, sync.rebuild_buckets, sync.overlap false,
+// and the bypass_sync faults. Part of ValidateJobSpec; the rank checks it again before training.
+absl::Status ValidateZero2Combination(const ringleader::v1::JobSpec& spec);
+
 // Parameter names of the model `model` describes, in registration order: for an MLP with
 // layers [784, 256, 10]: fc1.weight, fc1.bias, fc2.weight, fc2.bias. Empty for an unknown kind
 // or fewer than 2 layer sizes.

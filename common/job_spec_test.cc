@@ -137,7 +137,7 @@ TEST(ValidateJobSpecTest, BackendStrategyDataset) {
   ExpectInvalid(spec, "backend: unknown backend 'mpi' (expected gloo or nccl)");
   spec = ValidSpec();
   spec.set_strategy("fsdp");
-  ExpectInvalid(spec, "strategy: unknown strategy 'fsdp' (expected ddp or zero1)");
+  ExpectInvalid(spec, "strategy: unknown strategy 'fsdp' (expected ddp, zero1 or zero2)");
   spec = ValidSpec();
   spec.mutable_data()->set_dataset("cifar10");
   ExpectInvalid(spec, "data.dataset: unknown dataset 'cifar10'");
@@ -178,6 +178,82 @@ TEST(ValidateJobSpecTest, Zero1IsRefusedForCommandJobsNamingTheFix) {
                       "command job runs your own program; drop strategy");
   spec.set_strategy("ddp");
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+}
+
+TEST(ValidateJobSpecTest, Zero2IsAcceptedOnGlooWithCheckpointsAndFrozenParameters) {
+  JobSpec spec = ValidSpec();
+  spec.set_strategy("zero2");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  spec.set_checkpoint_dir("/srv/ringleader/checkpoints");
+  spec.set_checkpoint_interval_steps(10);
+  spec.mutable_model()->add_frozen_parameters("fc1.weight");
+  spec.mutable_sync()->set_overlap(true);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+}
+
+TEST(ValidateJobSpecTest, Zero2RefusesWhatItDoesNotRunNamingFieldAndFix) {
+  JobSpec spec = ValidSpec();
+  spec.set_strategy("zero2");
+  spec.set_backend("nccl");
+  ExpectInvalid(spec, "strategy: zero2 runs on backend gloo (the CPU trainer) only for now, got "
+                      "backend nccl; set backend: gloo, or use strategy zero1 on nccl");
+
+  spec = ValidSpec();
+  spec.set_strategy("zero2");
+  spec.add_command("/usr/bin/python3");
+  ExpectInvalid(spec, "strategy: zero2 shards the built-in trainer's gradients and optimizer "
+                      "state, and a command job runs your own program");
+
+  spec = ValidSpec();
+  spec.set_strategy("zero2");
+  spec.mutable_sync()->set_gradient_accumulation_steps(4);
+  ExpectInvalid(spec, "sync.gradient_accumulation_steps: strategy zero2 reduce-scatters every "
+                      "step's gradients once and does not accumulate micro-batches, got 4; set "
+                      "it to 1");
+
+  spec = ValidSpec();
+  spec.set_strategy("zero2");
+  spec.mutable_sync()->set_comm_dtype("bf16");
+  ExpectInvalid(spec, "sync.comm_dtype: strategy zero2 reduce-scatters fp32 gradients only; set "
+                      "comm_dtype: fp32");
+
+  spec = ValidSpec();
+  spec.set_strategy("zero2");
+  spec.mutable_sync()->set_find_unused_parameters(true);
+  ExpectInvalid(spec, "sync.find_unused_parameters: strategy zero2 does not support unused "
+                      "parameters; freeze them on every rank (model.frozen_parameters)");
+
+  spec = ValidSpec();
+  spec.set_strategy("zero2");
+  spec.mutable_sync()->set_rebuild_buckets(true);
+  ExpectInvalid(spec, "sync.rebuild_buckets: strategy zero2 keeps its initial buckets");
+
+  spec = ValidSpec();
+  spec.set_strategy("zero2");
+  spec.mutable_sync()->set_overlap(false);
+  ExpectInvalid(spec, "sync.overlap: strategy zero2 reduce-scatters each bucket during backward");
+
+  for (bool all_ranks : {false, true}) {
+    spec = ValidSpec();
+    spec.set_strategy("zero2");
+    if (all_ranks) {
+      spec.mutable_model()->mutable_faults()->set_bypass_sync_all_ranks(true);
+    } else {
+      spec.mutable_model()->mutable_faults()->set_bypass_sync(true);
+    }
+    ExpectInvalid(spec, "model.faults.bypass_sync: strategy zero2 has no full local gradients");
+  }
+
+  // The same settings are fine under the other strategies (their refusals are zero2's alone).
+  for (const char* strategy : {"ddp", "zero1"}) {
+    spec = ValidSpec();
+    spec.set_strategy(strategy);
+    spec.mutable_sync()->set_gradient_accumulation_steps(4);
+    spec.mutable_sync()->set_find_unused_parameters(true);
+    spec.mutable_sync()->set_rebuild_buckets(true);
+    spec.mutable_sync()->set_overlap(false);
+    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << strategy << ": " << ValidateJobSpec(spec);
+  }
 }
 
 TEST(ValidateJobSpecTest, ModelKindAndLayers) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/job_spec.h"
+#include "worker/sync/zero2_plan.h"
 
 namespace ringleader {
 namespace {
@@ -26,6 +27,32 @@ uint64_t BucketElements(const v1::JobSpec& spec, uint64_t trainable) {
   const double bytes = spec.sync().bucket_cap_mb() * double{1 << 20};
   const uint64_t elements = bytes <= 0 ? 0 : static_cast<uint64_t>(bytes / kFloatBytes);
   return std::min(std::max<uint64_t>(elements, 1), trainable);
+}
+
+// The MLP's per-parameter trainable counts in registration order (0 for a frozen one), as the
+// rank's ParameterPlan gives them to PlanZero2.
+std::vector<size_t> TrainableCounts(const v1::ModelSpec& model) {
+  std::vector<size_t> counts;
+  const std::set<std::string> frozen(model.frozen_parameters().begin(),
+                                     model.frozen_parameters().end());
+  for (int layer = 1; layer < model.layers_size(); ++layer) {
+    const size_t in = model.layers(layer - 1);
+    const size_t out = model.layers(layer);
+    counts.push_back(frozen.count(absl::StrCat("fc", layer, ".weight")) ? 0 : in * out);
+    counts.push_back(frozen.count(absl::StrCat("fc", layer, ".bias")) ? 0 : out);
+  }
+  return counts;
+}
+
+// Whether zero2 runs for `spec`'s settings, and why not in a few words.
+std::string Zero2Unavailable(const v1::JobSpec& spec) {
+  v1::JobSpec zero2 = spec;
+  zero2.set_strategy("zero2");
+  const absl::Status status = ValidateZero2Combination(zero2);
+  if (status.ok()) return "";
+  if (spec.backend() != "gloo") return "gloo only";
+  const std::string message(status.message());
+  return absl::StrCat("not with ", message.substr(0, message.find(':')));
 }
 
 bool IsPlanned(const std::string& strategy) {
@@ -105,7 +132,19 @@ absl::StatusOr<v1::RankMemory> PredictRankMemory(const v1::JobSpec& spec,
       // The gather's send buffer G + receive buffer N x G, G = one chunk.
       comm += kFloatBytes * std::min<uint64_t>(c, kZero1GatherChunkElements) * (n + 1);
     }
-  } else {  // zero2, fsdp: reduce-scattered gradients
+  } else if (strategy == "zero2") {
+    // The zero2 reducer's gradient shard and bucket pool, zero1's sharded optimizer and
+    // parameter gather on the bucket-aligned shards (worker/sync/zero2_plan.h).
+    absl::StatusOr<Zero2Plan> z = PlanZero2(
+        TrainableCounts(spec.model()), world_size,
+        Zero2LayoutOptions(spec.sync().first_bucket_mb(), spec.sync().bucket_cap_mb()));
+    if (z.ok()) {
+      gradients = kFloatBytes * (z->shard_elements + z->pool_buffers * z->pool_buffer_elements);
+      optimizer = momentum ? kFloatBytes * z->shards.owned_count(rank) : 0;
+      comm = kFloatBytes * std::min<uint64_t>(z->shards.capacity, kZero1GatherChunkElements) *
+             (n + 1);
+    }  // else every parameter is frozen: nothing to shard
+  } else {  // fsdp: reduce-scattered gradients
     gradients = kFloatBytes * (c + bucket);
     optimizer = momentum ? kFloatBytes * shard : 0;
     if (bf16) comm += kBf16Bytes * bucket;  // the gathers write in place: no buffer of their own
@@ -144,6 +183,10 @@ absl::StatusOr<v1::MemoryPlan> PlanMemory(const v1::JobSpec& spec, uint32_t worl
                                    : static_cast<double>(row->memory().total_bytes()) / ddp_total);
     if (strategy == "ddp" || strategy == "zero1") {
       row->set_available(true);  // on gloo and nccl alike
+    } else if (strategy == "zero2") {
+      const std::string why_not = Zero2Unavailable(spec);
+      row->set_available(why_not.empty());
+      row->set_note(why_not);
     } else {
       row->set_note("planned");
     }

@@ -16,13 +16,21 @@
 //       element), else 0
 //   b   1 when sync.comm_dtype is bf16, else 0
 //   B   one gradient bucket: min(T, sync.bucket_cap_mb x 2^20 / 4) elements
+//   zero2's figures come from its bucket layout (worker/sync/zero2_plan.h: the DDP reducer's
+//   initial buckets over the trainable parameters, no readiness float), bucket b of c_b
+//   elements split in N slices of s_b = ceil(c_b / N):
+//   Z   the gradient shard, Σ_b s_b (the same on every rank; >= C, padding included)
+//   K   the bucket pool: min(2, buckets) buffers of max_b N s_b elements (>= the largest bucket,
+//       so >= the largest trainable parameter)
+//   O_r rank r's owned elements (the real elements of its slices); Q = max_r O_r
+//   H   zero2's gather chunk: min(Q, 2^18)
 //
 // Per rank, in bytes:
 //
 //   strategy  parameters      gradients        optimizer  comm buffers
 //   ddp       4P              4(T + 1)         4T m       2(T + 1) b
 //   zero1     4P              4(T + 1)         4S_r m     2(T + 1) b + 4G(N + 1)
-//   zero2     4P              4(C + B)         4S_r m     2B b
+//   zero2     4P              4(Z + K)         4O_r m     4H(N + 1)
 //   fsdp      4(ceil(P/N)+L)  4(C + B)         4S_r m     2B b
 //
 // - ddp, zero1 (what the ranks run today): the reducer's arena holds every trainable gradient
@@ -30,12 +38,19 @@
 //   copy of the whole arena. zero1 steps only its shard (4S_r of momentum) and all-gathers the
 //   updated parameters chunk by chunk through a send buffer of G floats and a receive buffer of
 //   N x G floats (worker/sync/shard_sync.h), at most (N + 1) MiB whatever the model.
-// - zero2, fsdp (planned, not built yet; DeepSpeed's formulas): gradients are reduce-scattered, so a
-//   rank keeps its gradient shard (C) plus one bucket of staging (B) being reduced. zero2
-//   all-gathers the updated parameters in place, into the flat parameters (DeepSpeed's flat
-//   buffer: each rank's shard is a view into it), so it needs no gather buffer. fsdp also shards
-//   the parameters (ceil(P/N), frozen ones included) and gathers one layer at a time before its
-//   use (L, counted with the parameters). Both keep only the bf16 copy of the bucket as
+// - zero2 (runs on gloo, worker/sync/zero2_reducer.h): backward writes into a pool of two
+//   bucket-sized buffers; each bucket is reduce-scattered into the rank's gradient shard while
+//   backward fills the next, so a rank holds its shard (Z) and the pool (K), never a full-size
+//   arena. It steps its owned elements (O_r of momentum) and all-gathers the updated parameters
+//   through zero1's chunked staging (H(N + 1) floats): the parameters are per-layer tensors, not
+//   one flat buffer, so the gather is not in place. fp32 only (bf16 communication is refused),
+//   so no wire copy. The pool dominates unless the buckets are small next to the model:
+//   gradients + optimizer fall to <= 40% of ddp's at 4 ranks only when 2 buckets are below
+//   ~30% of T (sync.bucket_cap_mb well under the model's size, no single parameter that large).
+// - fsdp (planned, not built yet; DeepSpeed's formulas): gradients are reduce-scattered, so a
+//   rank keeps its gradient shard (C) plus one bucket of staging (B) being reduced; it also
+//   shards the parameters (ceil(P/N), frozen ones included) and gathers one layer at a time
+//   before its use (L, counted with the parameters); only the bf16 copy of the bucket is
 //   communication memory. (zero1's gather staging, G(N + 1) floats, costs more than the momentum
 //   it saves on models under a few million parameters; it is bounded, the saving is not.)
 // - Not counted: activations (batch-size dependent), the data set, the model's buffers
@@ -81,7 +96,9 @@ absl::StatusOr<v1::RankMemory> PredictRankMemory(const v1::JobSpec& spec,
 
 // Every strategy of PlannedStrategies() for `spec` (defaults applied) at `world_size` ranks:
 // each the rank that holds the most, its ratio to ddp's total, and whether it runs today
-// (ddp: yes; zero1: on gloo; zero2, fsdp: not yet). Errors as PredictRankMemory.
+// (ddp, zero1: yes, gloo and nccl; zero2: on gloo with the settings ValidateZero2Combination
+// accepts, else unavailable with a note such as "gloo only" or "not with
+// sync.gradient_accumulation_steps"; fsdp: not yet, "planned"). Errors as PredictRankMemory.
 absl::StatusOr<v1::MemoryPlan> PlanMemory(const v1::JobSpec& spec, uint32_t world_size);
 
 // "512 B", "1.50 KiB", "91.9 KiB", "919 KiB", "1.23 MiB", "4.00 GiB" (binary units; 3

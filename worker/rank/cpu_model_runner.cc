@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/checkpoint/training_state.h"
 #include "worker/trainer/norm.h"
@@ -38,6 +39,9 @@ class CpuModelRunner : public ModelRunner {
   }
   void BindGradients(std::vector<float*> slots) override {
     model_->BindGradients(std::move(slots));
+  }
+  void ReleaseOwnGradients(const std::vector<bool>& which) override {
+    model_->ReleaseOwnGradients(which);
   }
   absl::Status ZeroGradients() override {
     model_->ZeroGradients();
@@ -77,6 +81,19 @@ class CpuModelRunner : public ModelRunner {
       grads.push_back(model_->grad(i));
     }
     optimizer_->Step(params, grads, has_grad);
+    return absl::OkStatus();
+  }
+
+  absl::Status OptimizerStepOwned(const std::vector<bool>& has_grad,
+                                  const std::vector<const float*>& owned_grads) override {
+    if (owned_grads.size() != parameters().size() || !optimizer_->sharded()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "OptimizerStepOwned: needs a sharded optimizer (ShardOptimizerState) and one owned "
+          "gradient per parameter; got ", owned_grads.size(), " for ", parameters().size()));
+    }
+    std::vector<float*> params;
+    for (size_t i = 0; i < parameters().size(); ++i) params.push_back(model_->param(i));
+    optimizer_->StepOwned(params, owned_grads, has_grad);
     return absl::OkStatus();
   }
 

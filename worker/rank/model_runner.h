@@ -16,7 +16,9 @@
 //   GradNorm(include)  OptimizerStep(has_grad)        after the reducer's FinishStep
 //   (strategy zero1: ShardOptimizerState(owned) once, before the first step; the caller
 //   all-gathers the parameter shards after each OptimizerStep and gathers MomentumBuffers()
-//   into CaptureStateWithMomentum for a checkpoint)
+//   into CaptureStateWithMomentum for a checkpoint. strategy zero2: the same, but backward takes
+//   its gradient slots from BackwardOptions::slot_for and the step is OptimizerStepOwned on the
+//   reduce-scattered shard)
 //   Evaluate / CaptureState                           at epoch end / job end
 //
 // Thread-safety: not thread-safe; the training thread owns a runner.
@@ -66,6 +68,9 @@ class ModelRunner {
   virtual std::vector<float*> mutable_parameter_ptrs() = 0;
   // Points gradient i at slots[i] (in memory()); Mlp::BindGradients' contract.
   virtual void BindGradients(std::vector<float*> slots) = 0;
+  // Releases the model's own gradient storage of every parameter i with which[i]: zero2 hands
+  // every slot out per step (Mlp::ReleaseOwnGradients). The default keeps it (GPU).
+  virtual void ReleaseOwnGradients(const std::vector<bool>& which) { (void)which; }
   // Zeroes every current gradient slot.
   virtual absl::Status ZeroGradients() = 0;
 
@@ -85,6 +90,17 @@ class ModelRunner {
   // One SGD step over the parameters with has_grad[i], using the current gradient slots (only
   // the owned elements once the optimizer state is sharded).
   virtual absl::Status OptimizerStep(const std::vector<bool>& has_grad) = 0;
+  // strategy zero2: the same step over the owned elements (ShardOptimizerState first), with
+  // their gradients taken from owned_grads[i] (owned[i].size() floats of parameter i's owned
+  // gradient, in memory(); null where nothing is owned) instead of the gradient slots: the
+  // reduce-scattered gradient shard. Errors: UNIMPLEMENTED on a runner without zero2 (the GPU
+  // runner: zero2 runs on gloo only); INVALID_ARGUMENT for a wrong number of entries or an
+  // unsharded optimizer.
+  virtual absl::Status OptimizerStepOwned(const std::vector<bool>& has_grad,
+                                          const std::vector<const float*>& owned_grads) {
+    return absl::UnimplementedError(
+        "strategy zero2 runs on the CPU trainer (backend gloo) only; use zero1 on nccl");
+  }
 
   // strategy zero1: from now on the optimizer owns only owned[i] of parameter i's elements (one
   // entry per parameter, possibly empty; worker/sync/shard_plan.h): OptimizerStep updates those

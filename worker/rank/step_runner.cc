@@ -22,22 +22,37 @@ double Milliseconds(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
 StepRunner::StepRunner(const v1::JobSpec& spec, uint32_t rank, const ParameterPlan& plan,
                        ModelRunner* runner, Collective* comm, Reducer* reducer, Clock* clock,
-                       const ShardPlan* shards, std::function<void(absl::Duration)> sleep)
+                       const ShardPlan* shards, Zero2Reducer* zero2,
+                       std::function<void(absl::Duration)> sleep)
     : spec_(spec),
       plan_(plan),
       shards_(shards),
       runner_(runner),
       comm_(comm),
       reducer_(reducer),
+      zero2_(zero2),
       clock_(clock),
       collective_timeout_(absl::Milliseconds(spec.collective_timeout_ms())),
       rank_(rank),
       sleep_(sleep ? std::move(sleep) : [](absl::Duration d) { absl::SleepFor(d); }) {
   for (size_t i = 0; i < plan_.has_grad.size(); ++i) own_grads_.push_back(runner_->grad(i));
+  if (zero2_ != nullptr) {
+    // Every trainable gradient comes from the reducer's pool each step (slot_for): the model's
+    // own full-size storage would only hold memory zero2 exists to save. (No rank bypasses
+    // the reducer under zero2, so own_grads_ is never bound.)
+    std::vector<bool> trainable(plan_.reducer_index.size());
+    for (size_t i = 0; i < trainable.size(); ++i) trainable[i] = plan_.reducer_index[i] >= 0;
+    runner_->ReleaseOwnGradients(trainable);
+  }
+}
+
+CollectiveLedger* StepRunner::Ledger() {
+  if (zero2_ != nullptr) return zero2_->ledger();
+  return plan_.bypass_all ? nullptr : reducer_->ledger();
 }
 
 void StepRunner::BindGradients() {
-  if (plan_.bypass) return;
+  if (plan_.bypass || zero2_ != nullptr) return;  // zero2: slots come per step (slot_for)
   const std::vector<float*> slots = reducer_->gradient_slots();
   std::vector<float*> bound(plan_.reducer_index.size());
   for (size_t i = 0; i < bound.size(); ++i) {
@@ -58,8 +73,10 @@ absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch
   const bool nan_loss = faults.nan_loss_at_step() > 0 && faults.nan_loss_rank() == rank &&
                         step >= faults.nan_loss_at_step();
   // With every rank bypassing, no rank runs the reducer: no collective for the gradients.
-  const bool use_reducer = !plan_.bypass_all;
+  const bool zero2 = zero2_ != nullptr;
+  const bool use_reducer = !plan_.bypass_all && !zero2;
   if (use_reducer) reducer_->ZeroGradients();
+  if (zero2) zero2_->BeginStep();
   if (plan_.bypass) RETURN_IF_ERROR(runner_->ZeroGradients());
 
   double loss_sum = 0;
@@ -74,7 +91,17 @@ absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch
     BackwardOptions backward;
     backward.loss_scale = 1.0f / static_cast<float>(accumulation);
     backward.skip = plan_.skip;
-    if (!plan_.bypass) {
+    if (zero2) {
+      // One micro-batch per step (job_spec.cc): every one syncs.
+      backward.slot_for = [&](size_t i) {
+        return zero2_->SlotFor(static_cast<size_t>(plan_.reducer_index[i]));
+      };
+      backward.on_ready = [&](size_t i) {
+        // Before MarkReady: it may launch the bucket's reduce-scatter.
+        runner_->NoteLocalGradient(i);
+        zero2_->MarkReady(static_cast<size_t>(plan_.reducer_index[i]));
+      };
+    } else if (!plan_.bypass) {
       backward.on_ready = [&, sync](size_t i) {
         // Before MarkReady: it may launch the bucket, which averages this gradient in place.
         if (sync) runner_->NoteLocalGradient(i);
@@ -98,7 +125,7 @@ absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch
     loss_sum += loss;
   }
   if (plan_.bypass && use_reducer) RETURN_IF_ERROR(HandOverLocalGradients());
-  if (!use_reducer) {
+  if (plan_.bypass_all) {
     for (size_t i = 0; i < plan_.has_grad.size(); ++i) {
       if (plan_.has_grad[i] && !plan_.skip[i]) runner_->NoteLocalGradient(i);
     }
@@ -106,11 +133,13 @@ absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch
   ASSIGN_OR_RETURN(const double local_squared, runner_->TakeLocalSquaredNorm());
 
   StepSyncStats stats;
+  double zero2_norm = 0;
   if (use_reducer) {
     RETURN_IF_ERROR(reducer_->FinishStep(&stats));
     if (reducer_->layout_changed()) BindGradients();
   }
-  CollectiveLedger* ledger = use_reducer ? reducer_->ledger() : nullptr;
+  if (zero2) RETURN_IF_ERROR(zero2_->FinishStep(&stats, &zero2_norm));
+  CollectiveLedger* ledger = Ledger();
   BufferSyncOptions buffers;
   buffers.broadcast_buffers = spec_.sync().broadcast_buffers();
   buffers.ignore_bool_buffers = spec_.sync().ignore_bool_buffers();
@@ -118,12 +147,24 @@ absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch
   buffers.memory = runner_->memory();
   RETURN_IF_ERROR(BroadcastBuffers(comm_, runner_->buffers(), buffers, ledger));
 
-  // The gradients the optimizer uses: the bucket views, or a bypassing rank's own.
-  ASSIGN_OR_RETURN(const double synced_norm, runner_->GradNorm(plan_.has_grad));
-  RETURN_IF_ERROR(runner_->OptimizerStep(plan_.has_grad));
+  double synced_norm = zero2_norm;
+  if (zero2) {
+    // zero2: the reducer's global norm; the optimizer steps the owned elements with the
+    // reduce-scattered shard.
+    std::vector<const float*> owned(plan_.reducer_index.size(), nullptr);
+    for (size_t i = 0; i < owned.size(); ++i) {
+      const int t = plan_.reducer_index[i];
+      if (t >= 0) owned[i] = zero2_->owned_gradient(static_cast<size_t>(t));
+    }
+    RETURN_IF_ERROR(runner_->OptimizerStepOwned(plan_.has_grad, owned));
+  } else {
+    // The gradients the optimizer uses: the bucket views, or a bypassing rank's own.
+    ASSIGN_OR_RETURN(synced_norm, runner_->GradNorm(plan_.has_grad));
+    RETURN_IF_ERROR(runner_->OptimizerStep(plan_.has_grad));
+  }
   absl::Duration gather_time;
   if (shards_ != nullptr) {
-    // zero1: this rank stepped its shard only; the others' come from their owners.
+    // zero1, zero2: this rank stepped its shard only; the others' come from their owners.
     const absl::Time gather_start = clock_->Now();
     ShardSyncOptions gather;
     gather.timeout = collective_timeout_;
@@ -171,14 +212,14 @@ absl::StatusOr<std::vector<std::vector<float>>> StepRunner::GatherMomentum() {
   ShardSyncOptions gather;
   gather.timeout = collective_timeout_;
   gather.memory = runner_->memory();
-  gather.ledger = plan_.bypass_all ? nullptr : reducer_->ledger();
+  gather.ledger = Ledger();
   return AllGatherMomentumShards(comm_, *shards_, local, gather);
 }
 
 absl::Status StepRunner::MeasureDriftInto(v1::StepReport* report) {
   DriftOptions drift_options;
   drift_options.timeout = collective_timeout_;
-  drift_options.ledger = plan_.bypass_all ? nullptr : reducer_->ledger();
+  drift_options.ledger = Ledger();
   drift_options.memory = runner_->memory();
   ASSIGN_OR_RETURN(const DriftResult drift, MeasureDrift(comm_, runner_->parameters(),
                                                          runner_->parameter_ptrs(), drift_options));

@@ -9,11 +9,17 @@
 //               → synced grad norm → optimizer step
 //               [strategy zero1: the optimizer stepped this rank's shard only; all-gather the
 //                updated shards so every rank holds the full parameters]
+//               [strategy zero2: backward writes into the zero2 reducer's bucket pool
+//                (BackwardOptions::slot_for), the buckets are reduce-scattered into this rank's
+//                gradient shard, the synced norm comes from the reducer (global, one scalar
+//                all-reduce), the optimizer steps the shard (OptimizerStepOwned), then the
+//                same parameter all-gather as zero1]
 //               → the StepReport's figures
 //   MeasureDriftInto: max|W_r − W_0| across ranks, worst tensor named
 //
 // The model's gradients live in the reducer's bucket views (BindGradients), except on a rank
-// that bypasses synchronisation (the fault), which keeps its own and steps with them.
+// that bypasses synchronisation (the fault), which keeps its own and steps with them, and under
+// zero2, where each step's slots come from the zero2 reducer's pool.
 #ifndef RINGLEADER_WORKER_RANK_STEP_RUNNER_H_
 #define RINGLEADER_WORKER_RANK_STEP_RUNNER_H_
 
@@ -31,6 +37,7 @@
 #include "worker/rank/parameter_plan.h"
 #include "worker/sync/reducer.h"
 #include "worker/sync/shard_plan.h"
+#include "worker/sync/zero2_reducer.h"
 
 namespace ringleader {
 
@@ -39,11 +46,12 @@ class StepRunner {
   // Nothing is owned; all must outlive the StepRunner. `spec` has its defaults applied; `rank`
   // is this rank (for the step faults: slow_rank, nan_loss_rank). `shards` is the zero1 shard
   // plan (null = ddp: every rank steps every parameter); with one, the runner's optimizer state
-  // must already be sharded to shards->owned[rank]. `sleep` performs slow_ms (empty =
-  // absl::SleepFor).
+  // must already be sharded to shards->owned[rank]. `zero2` (strategy zero2; null otherwise)
+  // replaces the reducer (`reducer` is then null and `shards` is &zero2->plan().shards; no
+  // bypass fault). `sleep` performs slow_ms (empty = absl::SleepFor).
   StepRunner(const v1::JobSpec& spec, uint32_t rank, const ParameterPlan& plan,
              ModelRunner* runner, Collective* comm, Reducer* reducer, Clock* clock,
-             const ShardPlan* shards = nullptr,
+             const ShardPlan* shards = nullptr, Zero2Reducer* zero2 = nullptr,
              std::function<void(absl::Duration)> sleep = nullptr);
 
   // Points the model's gradients at the reducer's bucket views (frozen parameters keep the
@@ -75,6 +83,9 @@ class StepRunner {
   size_t gather_staging_bytes() const { return gather_staging_bytes_; }
 
  private:
+  // The ledger the step's collectives are recorded in (null when no rank runs a reducer).
+  CollectiveLedger* Ledger();
+
   // The bypassing rank still feeds the reducer (so its peers' collectives match), with copies of
   // its local gradients, marked in backward order.
   absl::Status HandOverLocalGradients();
@@ -85,6 +96,7 @@ class StepRunner {
   ModelRunner* const runner_;
   Collective* const comm_;
   Reducer* const reducer_;
+  Zero2Reducer* const zero2_;
   Clock* const clock_;
   const absl::Duration collective_timeout_;
   const uint32_t rank_;

@@ -25,6 +25,7 @@
 #include "worker/rank/cpu_model_runner.h"
 #include "worker/rank/evaluation.h"
 #include "worker/rank/gpu/gpu_model_runner.h"
+#include "worker/rank/heap_usage.h"
 #include "worker/rank/job_data.h"
 #include "worker/rank/parameter_plan.h"
 #include "worker/rank/rank_activity.h"
@@ -33,6 +34,8 @@
 #include "worker/sync/buffer_sync.h"
 #include "worker/sync/reducer.h"
 #include "worker/sync/shard_plan.h"
+#include "worker/sync/zero2_plan.h"
+#include "worker/sync/zero2_reducer.h"
 #include "worker/trainer/mlp.h"
 #include "worker/trainer/sgd.h"
 
@@ -78,7 +81,7 @@ class RankTrainer {
     RETURN_IF_ERROR(Annotate(Setup(), absl::StrCat("rank ", rank_, ": setting up")));
     absl::Status trained = Train();
     if (trained.ok() && steps_->sharded() && !spec_.checkpoint_dir().empty()) {
-      // zero1: the final checkpoint holds every rank's momentum shard, gathered while the
+      // zero1, zero2: the final checkpoint holds every rank's momentum shard, gathered while the
       // collective is still open (every rank takes part; rank 0 writes).
       Enter(v1::RANK_PHASE_CHECKPOINTING, "gathering the optimizer state");
       absl::StatusOr<std::vector<std::vector<float>>> gathered = steps_->GatherMomentum();
@@ -217,6 +220,7 @@ class RankTrainer {
     }
     Enter(v1::RANK_PHASE_LOADING_DATA, spec_.data().dataset());
     ASSIGN_OR_RETURN(data_, LoadJobData(spec_));
+    heap_growth_.Start();  // what the training state costs, from here (heap_usage.h)
 
     std::vector<size_t> layers(spec_.model().layers().begin(), spec_.model().layers().end());
     MlpOptions mlp_options;
@@ -225,13 +229,23 @@ class RankTrainer {
     RETURN_IF_ERROR(Annotate(model->CheckCompatible(data_.train), "training data"));
     RETURN_IF_ERROR(Annotate(model->CheckCompatible(data_.test), "test data"));
     ASSIGN_OR_RETURN(plan_, PlanParameters(spec_, rank_, model->parameters()));
-    if (spec_.strategy() == "zero1") {
+    if (spec_.strategy() == "zero1" || spec_.strategy() == "zero2") {
       // The trainable parameters' elements, split across the ranks (frozen ones take no part).
       std::vector<size_t> counts;
       for (size_t i = 0; i < model->parameters().size(); ++i) {
         counts.push_back(plan_.has_grad[i] ? model->parameters()[i].count : 0);
       }
-      shards_ = PlanShards(counts, world_);
+      if (spec_.strategy() == "zero1") {
+        shards_ = PlanShards(counts, world_);
+      } else {
+        // zero2: ownership follows the reduce-scatter of each bucket (zero2_plan.h).
+        RETURN_IF_ERROR(ValidateZero2Combination(spec_));
+        ASSIGN_OR_RETURN(zero2_plan_,
+                         PlanZero2(counts, world_,
+                                   Zero2LayoutOptions(spec_.sync().first_bucket_mb(),
+                                                      spec_.sync().bucket_cap_mb())));
+        shards_ = zero2_plan_->shards;
+      }
     }
     // NCCL cannot carry bool buffers: refused before any GPU or collective work.
     if (spec_.sync().broadcast_buffers()) {
@@ -278,7 +292,7 @@ class RankTrainer {
       // Before the resumed state goes in: a whole checkpoint's momentum is then cut to this
       // rank's shard.
       RETURN_IF_ERROR(Annotate(runner_->ShardOptimizerState(shards_->owned[rank_]),
-                               "strategy zero1"));
+                               absl::StrCat("strategy ", spec_.strategy())));
     }
     if (resumed_optimizer.has_value()) {
       RETURN_IF_ERROR(Annotate(runner_->RestoreOptimizerState(
@@ -317,11 +331,24 @@ class RankTrainer {
     reducer_options.timeout = collective_timeout_;
     reducer_options.clock = clock_;
     reducer_options.memory = runner_->memory();
-    ASSIGN_OR_RETURN(reducer_, Reducer::Create(comm_.get(), plan_.trainable, reducer_options));
+    size_t buckets = 0;
+    if (zero2_plan_.has_value()) {
+      Zero2ReducerOptions zero2_options;
+      zero2_options.timeout = collective_timeout_;
+      zero2_options.clock = clock_;
+      zero2_options.memory = runner_->memory();
+      ASSIGN_OR_RETURN(zero2_, Zero2Reducer::Create(comm_.get(), plan_.trainable, *zero2_plan_,
+                                                    zero2_options));
+      buckets = zero2_plan_->layout.buckets.size();
+    } else {
+      ASSIGN_OR_RETURN(reducer_,
+                       Reducer::Create(comm_.get(), plan_.trainable, reducer_options));
+      buckets = reducer_->layout().buckets.size();
+    }
     steps_ = std::make_unique<StepRunner>(spec_, rank_, plan_, runner_.get(), comm_.get(),
                                           reducer_.get(), clock_,
                                           shards_.has_value() ? &*shards_ : nullptr,
-                                          options_.sleep);
+                                          zero2_.get(), options_.sleep);
     steps_->BindGradients();
 
     Log(absl::StrFormat(
@@ -329,7 +356,7 @@ class RankTrainer {
         "in %d buckets, strategy %s, backend %s on %s%s",
         rank_, world_, assignment_.job_id(), assignment_.generation(), spec_.data().dataset(),
         data_.train.size, data_.test.size, runner_->parameter_count(),
-        reducer_->layout().buckets.size(), StrategyDescription(), comm_->backend_name(),
+        buckets, StrategyDescription(), comm_->backend_name(),
         runner_->device_name(),
         resume_.path.empty() ? ""
                              : absl::StrCat(", resuming after step ", resume_step_, " from ",
@@ -337,7 +364,9 @@ class RankTrainer {
     for (const std::string& skipped : resume_.skipped) Log("could not resume from " + skipped);
     // This rank evaluates only its share of the test set (evaluation.h); the rest is not needed.
     const EvaluationShard shard = EvaluationShardOf(data_.test.size, rank_, world_);
+    const uint64_t heap_before_slice = HeapInUseBytes();
     data_.test = Slice(data_.test, shard.begin, shard.end);
+    heap_growth_.MoveBaseline(heap_before_slice, HeapInUseBytes());  // the data set's, not ours
     return absl::OkStatus();
   }
 
@@ -394,8 +423,11 @@ class RankTrainer {
               options_.crash ? options_.crash(this_step) : DefaultCrash(this_step), where));
         }
         v1::StepReport report;
+        std::optional<HeapSampler> heap_sampler;  // the first step's high-water mark
+        if (first_report) heap_sampler.emplace(&heap_growth_, absl::Milliseconds(1));
         absl::Status ran = steps_->Run(this_step, total_steps, epoch, data_.train, indices,
                                        s * accumulation * batch, &report);
+        heap_sampler.reset();
         if (!ran.ok()) {
           // A diverged step still tells the coordinator its loss (the judge names rank and step).
           if (report.step() == this_step) reporter_->AddStep(report).IgnoreError();
@@ -421,7 +453,7 @@ class RankTrainer {
             checkpoint_interval > 0 && step % checkpoint_interval == 0 && step < total_steps;
         std::optional<std::vector<std::vector<float>>> momentum;
         if (checkpoint_due && steps_->sharded()) {
-          // zero1: every rank hands its momentum shard to the checkpoint rank 0 writes.
+          // zero1, zero2: every rank hands its momentum shard to the checkpoint rank 0 writes.
           Enter(v1::RANK_PHASE_CHECKPOINTING,
                 absl::StrCat("gathering the optimizer state after step ", step));
           absl::StatusOr<std::vector<std::vector<float>>> gathered = steps_->GatherMomentum();
@@ -494,13 +526,13 @@ class RankTrainer {
     return absl::OkStatus();
   }
 
-  // The state a checkpoint holds; under zero1 with `momentum` gathered from every rank
+  // The state a checkpoint holds; under zero1 / zero2 with `momentum` gathered from every rank
   // (StepRunner::GatherMomentum), so the file is the one a ddp job writes.
   absl::StatusOr<CheckpointData> CaptureCheckpoint(
       uint64_t step, uint64_t epoch, std::optional<std::vector<std::vector<float>>> momentum) {
     if (!steps_->sharded()) return runner_->CaptureState(step, epoch, fingerprint_);
     if (!momentum.has_value()) {
-      return absl::InternalError("zero1 checkpoint without the gathered optimizer state");
+      return absl::InternalError("sharded checkpoint without the gathered optimizer state");
     }
     return runner_->CaptureStateWithMomentum(step, epoch, fingerprint_, *std::move(momentum));
   }
@@ -509,17 +541,25 @@ class RankTrainer {
   v1::RankMemory MeasureMemory() const {
     v1::RankMemory memory;
     memory.set_parameter_bytes(runner_->parameter_count() * sizeof(float));
-    memory.set_gradient_bytes(reducer_->arena_bytes());
+    // zero2: the gradient shard and the bucket pool (zero2_reducer.h), no full-size arena.
+    memory.set_gradient_bytes(zero2_ != nullptr ? zero2_->gradient_bytes()
+                                                : reducer_->arena_bytes());
     memory.set_optimizer_bytes(runner_->momentum_elements() * sizeof(float));
-    memory.set_comm_buffer_bytes(reducer_->wire_buffer_bytes() + steps_->gather_staging_bytes());
+    memory.set_comm_buffer_bytes((reducer_ != nullptr ? reducer_->wire_buffer_bytes() : 0) +
+                                 steps_->gather_staging_bytes());
     memory.set_total_bytes(memory.parameter_bytes() + memory.gradient_bytes() +
                            memory.optimizer_bytes() + memory.comm_buffer_bytes());
+    memory.set_allocator_bytes(heap_growth_.peak_bytes());
     return memory;
   }
 
   // For the start line: "ddp", or "zero1 (optimizer state for 58786 of 235146 elements)".
   std::string StrategyDescription() const {
     if (!shards_.has_value()) return spec_.strategy();
+    if (zero2_plan_.has_value()) {
+      return absl::StrCat(spec_.strategy(), " (gradients and optimizer state for ",
+                          shards_->owned_count(rank_), " of ", shards_->total, " elements)");
+    }
     return absl::StrCat(spec_.strategy(), " (optimizer state for ", shards_->owned_count(rank_),
                         " of ", shards_->total, " elements)");
   }
@@ -546,15 +586,18 @@ class RankTrainer {
   std::string fingerprint_;
   v1::JobSpec spec_;
   TrainTest data_;  // after Setup, data_.test holds only this rank's evaluation shard
+  HeapGrowth heap_growth_;  // from the data set loaded through the first step
   ParameterPlan plan_;
-  std::optional<ShardPlan> shards_;  // strategy zero1: which elements each rank steps
+  std::optional<ShardPlan> shards_;  // strategy zero1, zero2: which elements each rank steps
+  std::optional<Zero2Plan> zero2_plan_;  // strategy zero2: buckets and ownership
   // zero1 with a checkpoint_dir: every rank's momentum, gathered after the last step (rank 0
   // writes it into final.ckpt).
   std::optional<std::vector<std::vector<float>>> final_momentum_;
   std::unique_ptr<ModelRunner> runner_;  // before comm_ and reducer_: destroyed after them
   std::unique_ptr<DistributedSampler> sampler_;
   std::unique_ptr<Collective> comm_;
-  std::unique_ptr<Reducer> reducer_;  // after comm_: destroyed first
+  std::unique_ptr<Reducer> reducer_;  // after comm_: destroyed first (null under zero2)
+  std::unique_ptr<Zero2Reducer> zero2_;  // strategy zero2 in place of reducer_; after comm_
   std::unique_ptr<StepRunner> steps_;  // uses all of the above
   RankActivityTracker activity_;        // before reporter_, whose sender thread reads it
   bool paused_ = false;                 // the pause fault fired

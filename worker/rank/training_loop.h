@@ -11,7 +11,10 @@
 //     → per step: zero grads; per micro-batch: BeginMicroBatch, ForwardBackward (on_ready →
 //       MarkReady, loss_scale 1/K, skip = frozen + fault-injected unused parameters);
 //       FinishStep; buffer broadcast; optimizer step (strategy zero1: this rank's shard of
-//       the parameters only, then an all-gather of every rank's shard, worker/sync/shard_sync.h);
+//       the parameters only, then an all-gather of every rank's shard, worker/sync/shard_sync.h;
+//       strategy zero2: the Zero2Reducer replaces the Reducer — backward writes into its bucket
+//       pool, buckets are reduce-scattered into this rank's gradient shard, the shard is
+//       stepped and all-gathered as under zero1, worker/sync/zero2_reducer.h);
 //       drift check every drift_interval_steps
 //       (and after the last step); a StepReport per step, handed to the ProgressReporter,
 //       whose own thread batches them to ReportProgress (the loop never waits on the
@@ -126,10 +129,11 @@ struct TrainingOutcome {
   std::string checkpoint_path;       // rank 0 with a checkpoint_dir: the file written
   double last_test_accuracy = -1;    // rank 0: last evaluation (-1 = none)
   // Momentum-buffer elements this rank's optimizer holds at the end: every trainable element
-  // under ddp (with momentum), about 1/world of them under zero1.
+  // under ddp (with momentum), about 1/world of them under zero1 and zero2.
   uint64_t momentum_elements = 0;
   // What this rank held after its first step of the attempt (also sent with that step's
-  // report): parameters, the reducer's arena, momentum, communication buffers. Empty when the
+  // report): parameters, the reducer's arena (zero2: its gradient shard and bucket pool),
+  // momentum, communication buffers. Empty when the
   // attempt ran no step.
   v1::RankMemory memory;
 };

@@ -48,6 +48,8 @@ std::string TagName(int32_t bucket) {
       return "parameter-shard gather";
     case kTagMomentumGather:
       return "momentum-shard gather";
+    case kTagZero2Stats:
+      return "zero2 readiness and gradient norm";
     default:
       return bucket >= 0 ? absl::StrCat("bucket ", bucket) : absl::StrCat("tag ", bucket);
   }

@@ -69,6 +69,7 @@ constexpr int32_t kTagBuffer = -4;         // buffer broadcast
 constexpr int32_t kTagDrift = -5;          // drift check
 constexpr int32_t kTagShardGather = -6;    // zero1: parameter shards all-gathered after a step
 constexpr int32_t kTagMomentumGather = -7; // zero1: momentum shards gathered for a checkpoint
+constexpr int32_t kTagZero2Stats = -8;     // zero2: unready count + gradient sum of squares
 
 constexpr size_t kRecordWireBytes = 32;
 

@@ -61,6 +61,12 @@ double RowCrossEntropy(const float* logits, size_t classes, int32_t label, float
   return static_cast<double>(max) + std::log(sum) - static_cast<double>(logits[label]);
 }
 
+float* TakeSlot(const BackwardOptions& opts, size_t i) {
+  float* slot = opts.slot_for(i);
+  CheckOrDie(slot != nullptr, "BackwardOptions::slot_for returned a null slot");
+  return slot;
+}
+
 }  // namespace
 
 Mlp::Mlp(std::vector<size_t> layers, uint64_t seed, MlpOptions opts)
@@ -98,16 +104,33 @@ Mlp::Mlp(std::vector<size_t> layers, uint64_t seed, MlpOptions opts)
 void Mlp::BindGradients(std::vector<float*> slots) {
   if (slots.empty()) {
     grad_slots_.clear();
-    for (std::vector<float>& g : own_grads_) grad_slots_.push_back(g.data());
+    for (size_t i = 0; i < infos_.size(); ++i) {
+      if (own_grads_[i].size() != infos_[i].count) own_grads_[i].assign(infos_[i].count, 0.0f);
+      grad_slots_.push_back(own_grads_[i].data());
+    }
     return;
   }
   CheckOrDie(slots.size() == infos_.size(), "BindGradients: one slot per parameter");
   for (float* s : slots) CheckOrDie(s != nullptr, "BindGradients: non-null slots");
   grad_slots_ = std::move(slots);
+  for (size_t i = 0; i < infos_.size(); ++i) {
+    if (grad_slots_[i] != own_grads_[i].data()) std::vector<float>().swap(own_grads_[i]);
+  }
+}
+
+void Mlp::ReleaseOwnGradients(const std::vector<bool>& which) {
+  CheckOrDie(which.size() == infos_.size(), "ReleaseOwnGradients: one entry per parameter");
+  for (size_t i = 0; i < infos_.size(); ++i) {
+    if (!which[i]) continue;
+    if (grad_slots_[i] == own_grads_[i].data()) grad_slots_[i] = nullptr;
+    std::vector<float>().swap(own_grads_[i]);
+  }
 }
 
 void Mlp::ZeroGradients() {
-  for (size_t i = 0; i < infos_.size(); ++i) std::fill_n(grad_slots_[i], infos_[i].count, 0.0f);
+  for (size_t i = 0; i < infos_.size(); ++i) {
+    if (grad_slots_[i] != nullptr) std::fill_n(grad_slots_[i], infos_[i].count, 0.0f);
+  }
 }
 
 std::vector<BufferInfo> Mlp::buffers() {
@@ -212,6 +235,8 @@ absl::StatusOr<double> Mlp::ForwardBackward(const float* x, const int32_t* y, si
     const size_t w_index = 2 * k;
     const size_t b_index = 2 * k + 1;
     if (!skipped(b_index)) {
+      if (opts.slot_for) grad_slots_[b_index] = TakeSlot(opts, b_index);
+      CheckOrDie(grad_slots_[b_index] != nullptr, "a released gradient needs BackwardOptions::slot_for");
       float* gb = grad_slots_[b_index];
       for (size_t b = 0; b < batch; ++b) {
         const float* d = ws.delta.data() + b * fan_out;
@@ -220,6 +245,8 @@ absl::StatusOr<double> Mlp::ForwardBackward(const float* x, const int32_t* y, si
       if (opts.on_ready) opts.on_ready(b_index);
     }
     if (!skipped(w_index)) {
+      if (opts.slot_for) grad_slots_[w_index] = TakeSlot(opts, w_index);
+      CheckOrDie(grad_slots_[w_index] != nullptr, "a released gradient needs BackwardOptions::slot_for");
       // gW[out, in] += delta^T[out, batch] · layer_in[batch, in]  (beta = 1: accumulate)
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(fan_out),
                   static_cast<int>(fan_in), static_cast<int>(batch), 1.0f, ws.delta.data(),

@@ -51,6 +51,13 @@ struct BackwardOptions {
   // skip[i] = true: parameter i gets no gradient and no on_ready call (frozen / unused
   // parameter). Empty = skip nothing; otherwise one entry per parameter.
   std::vector<bool> skip;
+  // Gradient slots handed out during backward (strategy zero2's bucket pool,
+  // worker/sync/zero2_reducer.h). If set, called with parameter i just before backward first
+  // writes i's gradient (never for a skipped parameter); it returns where i's gradient goes
+  // (parameters()[i].count floats, non-null, alive at least until on_ready(i) returns), and
+  // parameter i's slot is rebound there (grad(i) returns it) before backward accumulates into
+  // it. Empty = the slots bound with BindGradients (ddp, zero1: nothing changes).
+  std::function<float*(size_t)> slot_for;
 };
 
 class Mlp {
@@ -78,12 +85,19 @@ class Mlp {
   const float* grad(size_t i) const { return grad_slots_[i]; }
 
   // Points parameter i's gradient at slots[i] (parameters()[i].count floats, owned by the
-  // caller and alive while bound). An empty vector returns to internal storage. The slots'
-  // contents are left as they are (call ZeroGradients to clear them). Otherwise slots has one
-  // non-null entry per parameter (checked; aborts otherwise).
+  // caller and alive while bound). An empty vector returns to internal storage (zeroed where
+  // it had been released). The slots' contents are left as they are (call ZeroGradients to
+  // clear them). Otherwise slots has one non-null entry per parameter (checked; aborts
+  // otherwise), and the internal storage of every parameter bound elsewhere is released: a
+  // model of P parameters would otherwise hold its gradients twice.
   void BindGradients(std::vector<float*> slots);
 
-  // Sets every gradient slot to 0.
+  // Releases the internal gradient storage of every parameter i with which[i] (one entry per
+  // parameter, checked); its slot is then null until BackwardOptions::slot_for or
+  // BindGradients gives it one. For callers that supply every slot per step (zero2).
+  void ReleaseOwnGradients(const std::vector<bool>& which);
+
+  // Sets every gradient slot to 0 (a null slot: nothing to clear).
   void ZeroGradients();
 
   // The buffers (empty unless with_buffers); data points into the model.

@@ -176,6 +176,40 @@ TEST(MlpTest, BoundGradientSlotsReceiveTheGradient) {
   }
   bound.BindGradients({});
   EXPECT_NE(bound.grad(0), flat.data());
+  // The internal storage was released while bound, and comes back zeroed.
+  for (size_t i = 0; i < bound.parameters().size(); ++i) {
+    EXPECT_EQ(Copy(bound.grad(i), bound.parameters()[i].count),
+              std::vector<float>(bound.parameters()[i].count, 0.0f));
+  }
+}
+
+TEST(MlpTest, ReleasedGradientsComeFromSlotForAndMatchInternalOnes) {
+  const Dataset d = MakeSyntheticDataset(8, 6, 3, 4);
+  Mlp internal({6, 5, 3}, 2);
+  Mlp released({6, 5, 3}, 2);
+  const size_t n = released.parameters().size();
+  std::vector<bool> which(n, true);
+  which[0] = false;  // fc1.weight keeps its own storage
+  released.ReleaseOwnGradients(which);
+  EXPECT_NE(released.grad(0), nullptr);
+  for (size_t i = 1; i < n; ++i) EXPECT_EQ(released.grad(i), nullptr) << i;
+  released.ZeroGradients();  // skips the null slots
+
+  std::vector<std::vector<float>> pool(n);
+  BackwardOptions opts;
+  internal.ZeroGradients();
+  ASSERT_TRUE(internal.ForwardBackward(d.x.data(), d.y.data(), d.size, opts).ok());
+  BackwardOptions from_pool;
+  from_pool.slot_for = [&](size_t i) {
+    pool[i].assign(released.parameters()[i].count, 0.0f);
+    return pool[i].data();
+  };
+  ASSERT_TRUE(released.ForwardBackward(d.x.data(), d.y.data(), d.size, from_pool).ok());
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(released.grad(i), pool[i].data()) << i;
+    const size_t count = released.parameters()[i].count;
+    EXPECT_EQ(Copy(pool[i].data(), count), Copy(internal.grad(i), count)) << i;
+  }
 }
 
 TEST(MlpTest, BadInputIsRejectedAndChangesNothing) {

@@ -171,6 +171,18 @@ size_t SgdOptimizer::momentum_elements() const {
 void SgdOptimizer::Step(const std::vector<float*>& params,
                         const std::vector<const float*>& grads,
                         const std::vector<bool>& has_grad) {
+  StepImpl(params, grads, has_grad, /*grads_at_owned=*/false);
+}
+
+void SgdOptimizer::StepOwned(const std::vector<float*>& params,
+                             const std::vector<const float*>& owned_grads,
+                             const std::vector<bool>& has_grad) {
+  StepImpl(params, owned_grads, has_grad, /*grads_at_owned=*/true);
+}
+
+void SgdOptimizer::StepImpl(const std::vector<float*>& params,
+                            const std::vector<const float*>& grads,
+                            const std::vector<bool>& has_grad, bool grads_at_owned) {
   CheckOrDie(params.size() == params_.size(), "params.size() == parameters().size()");
   CheckOrDie(grads.size() == params_.size(), "grads.size() == parameters().size()");
   CheckOrDie(has_grad.size() == params_.size(), "has_grad.size() == parameters().size()");
@@ -183,7 +195,7 @@ void SgdOptimizer::Step(const std::vector<float*>& params,
     // as the unsharded optimizer leaves it.
     const size_t n = owned_[i].size();
     float* p = params[i] + owned_[i].begin;
-    const float* g = grads[i] + owned_[i].begin;
+    const float* g = grads_at_owned ? grads[i] : grads[i] + owned_[i].begin;
     if (!use_momentum) {
       UpdateTensor(p, g, nullptr, n, true, h);
       continue;

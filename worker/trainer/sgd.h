@@ -81,6 +81,12 @@ class SgdOptimizer {
   // with a gradient.
   void Step(const std::vector<float*>& params, const std::vector<const float*>& grads,
             const std::vector<bool>& has_grad);
+  // The same step when only the owned elements' gradients exist (strategy zero2, whose
+  // gradient shard holds nothing else): owned_grads[i] points at owned()[i].size() floats, the
+  // gradient of elements owned()[i] (may be null where that range is empty). Element k of the
+  // parameter is updated exactly as Step would with grads[i][k] == owned_grads[i][k - begin].
+  void StepOwned(const std::vector<float*>& params, const std::vector<const float*>& owned_grads,
+                 const std::vector<bool>& has_grad);
 
   const std::vector<ParameterInfo>& parameters() const { return params_; }
   const SgdOptions& options() const { return options_; }
@@ -115,6 +121,10 @@ class SgdOptimizer {
  private:
   // The part of a restored buffer of parameter i kept (MomentumElementsToKeep's range).
   static std::vector<float> Keep(const ElementRange& keep, std::vector<float> buffer);
+  // Step and StepOwned: grads[i] points at element owned()[i].begin's gradient when
+  // `grads_at_owned`, else at element 0's.
+  void StepImpl(const std::vector<float*>& params, const std::vector<const float*>& grads,
+                const std::vector<bool>& has_grad, bool grads_at_owned);
 
   std::vector<ParameterInfo> params_;
   SgdOptions options_;

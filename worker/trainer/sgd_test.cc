@@ -281,6 +281,40 @@ TEST(SgdTest, ShardedOptimizersTogetherMatchOneUnshardedOptimizer) {
   }
 }
 
+// strategy zero2: the same step with only the owned elements' gradients (a copy of them, as the
+// reduce-scattered shard holds) is bit-identical to Step with the full gradients.
+TEST(SgdTest, StepOwnedMatchesStepWithTheFullGradients) {
+  const std::vector<ParameterInfo> params = {{"a", {7}, 7}, {"b", {100}, 100}, {"c", {3}, 3}};
+  const std::vector<ElementRange> owned = {{2, 7}, {40, 97}, {}};
+  SgdOptions options;
+  options.lr = 0.05;
+  options.momentum = 0.9;
+  options.weight_decay = 0.0005;
+  SgdOptimizer full(params, options, owned), shard(params, options, owned);
+  std::vector<std::vector<float>> a(3), b(3), grads(3), owned_grads(3);
+  for (size_t i = 0; i < 3; ++i) {
+    for (size_t k = 0; k < params[i].count; ++k) a[i].push_back(std::sin(0.37f * k + i));
+    b[i] = a[i];
+  }
+  for (int step = 0; step < 4; ++step) {
+    for (size_t i = 0; i < 3; ++i) {
+      grads[i].clear();
+      for (size_t k = 0; k < params[i].count; ++k) {
+        grads[i].push_back(std::cos(0.11f * k + step + i) * 0.3f);
+      }
+      owned_grads[i].assign(grads[i].begin() + owned[i].begin, grads[i].begin() + owned[i].end);
+    }
+    const std::vector<bool> has_grad = {true, step > 0, true};
+    full.Step({a[0].data(), a[1].data(), a[2].data()},
+              {grads[0].data(), grads[1].data(), grads[2].data()}, has_grad);
+    shard.StepOwned({b[0].data(), b[1].data(), b[2].data()},
+                    {owned_grads[0].data(), owned_grads[1].data(), nullptr}, has_grad);
+    for (size_t i = 0; i < 3; ++i) ASSERT_EQ(a[i], b[i]) << "parameter " << i << " step " << step;
+  }
+  EXPECT_EQ(full.momentum_buffers(), shard.momentum_buffers());
+  EXPECT_EQ(shard.momentum_elements(), 5u + 57u);
+}
+
 TEST(SgdTest, ShardedRestoreRefusesABufferOfNeitherSize) {
   SgdOptions options;
   options.momentum = 0.9;
