@@ -11,8 +11,8 @@
 //   (b) heartbeats/s of the N workers from `--threads` client threads, for `--seconds`: first
 //       as unary Heartbeat calls (the clients by channel), then on heartbeat streams, one per
 //       worker as each daemon holds one (N more clients over the same channels), and then on the
-//       same kind of streams with every worker's beat in flight at once, as independent
-//       daemons send them (pipelined_heartbeats.h); each with its ratio to unary;
+//       same streams and unary again with every worker's beat in flight at all times, as
+//       independent daemons send them (pipelined_heartbeats.h); each with its ratio to unary;
 //   (c) ReportProgress rank-steps/s of the N ranks of the running job, batches of 20 steps.
 //
 // Clients: the workers' own GrpcCoordinatorClient (retries off: a failed call fails the run;
@@ -543,9 +543,9 @@ void Measure(uint32_t n) {
 
   const Rate unary = Sustained([&](int t) { return HeartbeatRound(*cluster, t, false); });
   const Rate streamed = Sustained([&](int t) { return HeartbeatRound(*cluster, t, true); });
-  Rate pipelined;
-  Rate unary_pipelined;
-  {
+  // Every worker with a beat in flight at all times (pipelined_heartbeats.h); each driving
+  // thread counts its workers' answers in batches of as many as it has workers.
+  auto all_in_flight = [&](PipelinedHeartbeats::Mode mode) {
     std::vector<v1::WorkerService::Stub*> stubs;
     std::vector<v1::HeartbeatRequest> beats;
     for (size_t w = 0; w < cluster->workers.size(); ++w) {
@@ -553,13 +553,14 @@ void Measure(uint32_t n) {
       beats.emplace_back().set_worker_id(cluster->workers[w]);
       beats.back().set_incarnation(w + 1);
     }
-    PipelinedHeartbeats driver(std::move(stubs), std::move(beats), absl::GetFlag(FLAGS_threads),
+    const int threads = absl::GetFlag(FLAGS_threads);
+    const uint64_t batch = (cluster->workers.size() + threads - 1) / threads;
+    PipelinedHeartbeats driver(mode, std::move(stubs), std::move(beats), threads,
                                absl::GetFlag(FLAGS_call_timeout));
-    unary_pipelined = Sustained(
-        [&](int t) { return Checked(driver.UnaryRound(t), "pipelined unary heartbeats"); });
-    pipelined = Sustained(
-        [&](int t) { return Checked(driver.Round(t), "pipelined heartbeats"); });
-  }
+    return Sustained([&](int t) { return Checked(driver.Beats(t, batch), "pipelined heartbeats"); });
+  };
+  const Rate unary_pipelined = all_in_flight(PipelinedHeartbeats::Mode::kUnary);
+  const Rate pipelined = all_in_flight(PipelinedHeartbeats::Mode::kStreamed);
   for (const auto& [name, rate] :
        {std::pair<const char*, const Rate&>{"unary", unary},
         std::pair<const char*, const Rate&>{"streamed", streamed},

@@ -1,43 +1,57 @@
 #include "coordinator/pipelined_heartbeats.h"
 
 #include <chrono>
+#include <cstdint>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace ringleader {
+namespace {
 
-struct PipelinedHeartbeats::Stream {
-  size_t worker = 0;
-  grpc::ClientContext context;
+// A tag is the worker's address plus the operation (the low bits of an aligned pointer).
+enum Op : uintptr_t { kStart = 0, kWrite = 1, kRead = 2, kUnary = 3 };
+
+}  // namespace
+
+struct PipelinedHeartbeats::Worker {
+  size_t index = 0;
+  // Streamed.
+  std::unique_ptr<grpc::ClientContext> context;
   std::unique_ptr<
       grpc::ClientAsyncReaderWriter<v1::HeartbeatStreamRequest, v1::HeartbeatStreamResponse>>
-      call;
+      stream;
   v1::HeartbeatStreamRequest request;
   v1::HeartbeatStreamResponse response;
-  // Tags: this + 0 (start / write) and this + 1 (read), as void*.
-  void* write_tag() { return static_cast<void*>(this); }
-  void* read_tag() { return static_cast<void*>(reinterpret_cast<char*>(this) + 1); }
+  bool write_pending = false;
+  bool read_pending = false;
+  // Unary.
+  std::unique_ptr<grpc::ClientAsyncResponseReader<v1::HeartbeatResponse>> call;
+  v1::HeartbeatResponse unary_response;
+  grpc::Status unary_status;
+  bool unary_pending = false;
+
+  void* tag(Op op) { return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(this) | op); }
+  bool pending() const { return write_pending || read_pending || unary_pending; }
 };
 
 struct PipelinedHeartbeats::Lane {
   grpc::CompletionQueue queue;
-  std::vector<std::unique_ptr<Stream>> streams;
-  bool opened = false;
-  int pending = 0;  // operations queued and not yet returned
+  std::vector<std::unique_ptr<Worker>> workers;
+  bool started = false;
 };
 
-PipelinedHeartbeats::PipelinedHeartbeats(std::vector<v1::WorkerService::Stub*> stubs,
+PipelinedHeartbeats::PipelinedHeartbeats(Mode mode, std::vector<v1::WorkerService::Stub*> stubs,
                                          std::vector<v1::HeartbeatRequest> beats, int threads,
                                          absl::Duration timeout)
-    : stubs_(std::move(stubs)), beats_(std::move(beats)), timeout_(timeout) {
+    : mode_(mode), stubs_(std::move(stubs)), beats_(std::move(beats)), timeout_(timeout) {
   for (int t = 0; t < threads; ++t) {
     auto lane = std::make_unique<Lane>();
     for (size_t w = static_cast<size_t>(t); w < stubs_.size(); w += threads) {
-      auto stream = std::make_unique<Stream>();
-      stream->worker = w;
-      *stream->request.mutable_beat() = beats_[w];
-      lane->streams.push_back(std::move(stream));
+      auto worker = std::make_unique<Worker>();
+      worker->index = w;
+      *worker->request.mutable_beat() = beats_[w];
+      lane->workers.push_back(std::move(worker));
     }
     lanes_.push_back(std::move(lane));
   }
@@ -45,102 +59,109 @@ PipelinedHeartbeats::PipelinedHeartbeats(std::vector<v1::WorkerService::Stub*> s
 
 PipelinedHeartbeats::~PipelinedHeartbeats() {
   for (auto& lane : lanes_) {
-    if (!lane->opened) continue;
-    for (auto& stream : lane->streams) stream->context.TryCancel();
+    if (!lane->started) continue;
+    int pending = 0;
+    for (auto& worker : lane->workers) {
+      if (worker->context != nullptr) worker->context->TryCancel();
+      pending += worker->write_pending + worker->read_pending + worker->unary_pending;
+    }
     void* tag = nullptr;
     bool ok = false;
-    while (lane->pending > 0 && lane->queue.Next(&tag, &ok)) --lane->pending;
-    std::vector<grpc::Status> statuses(lane->streams.size());
-    for (size_t i = 0; i < lane->streams.size(); ++i) {
-      lane->streams[i]->call->Finish(&statuses[i], lane->streams[i]->write_tag());
+    for (; pending > 0 && lane->queue.Next(&tag, &ok); --pending) {
     }
-    for (size_t i = 0; i < lane->streams.size(); ++i) lane->queue.Next(&tag, &ok);
+    if (mode_ == Mode::kStreamed) {
+      std::vector<grpc::Status> statuses(lane->workers.size());
+      for (size_t i = 0; i < lane->workers.size(); ++i) {
+        lane->workers[i]->stream->Finish(&statuses[i], lane->workers[i]->tag(kStart));
+      }
+      for (size_t i = 0; i < lane->workers.size(); ++i) lane->queue.Next(&tag, &ok);
+    }
     lane->queue.Shutdown();
     while (lane->queue.Next(&tag, &ok)) {
     }
   }
 }
 
-absl::StatusOr<uint64_t> PipelinedHeartbeats::Round(int t) {
-  Lane& lane = *lanes_[static_cast<size_t>(t)];
-  const auto deadline = std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout_);
-  auto await = [&](int count, const char* what) -> absl::Status {
-    for (int i = 0; i < count; ++i) {
-      void* tag = nullptr;
-      bool ok = false;
-      if (lane.queue.AsyncNext(&tag, &ok, deadline) != grpc::CompletionQueue::GOT_EVENT) {
-        return absl::DeadlineExceededError(absl::StrCat(what, ": no answer in time"));
-      }
-      --lane.pending;
-      if (!ok) return absl::UnavailableError(absl::StrCat(what, ": a heartbeat stream broke"));
-    }
+absl::Status PipelinedHeartbeats::Send(Lane& lane, Worker& worker) {
+  if (mode_ == Mode::kStreamed) {
+    worker.response.Clear();
+    worker.stream->Write(worker.request, worker.tag(kWrite));
+    worker.stream->Read(&worker.response, worker.tag(kRead));
+    worker.write_pending = worker.read_pending = true;
     return absl::OkStatus();
-  };
-  if (!lane.opened) {
-    lane.opened = true;
-    for (auto& stream : lane.streams) {
-      stream->call = stubs_[stream->worker]->PrepareAsyncHeartbeatStream(&stream->context,
-                                                                         &lane.queue);
-      stream->call->StartCall(stream->write_tag());
-      ++lane.pending;
-    }
-    if (absl::Status started = await(static_cast<int>(lane.streams.size()), "opening");
-        !started.ok()) {
-      return started;
-    }
   }
-  for (auto& stream : lane.streams) {
-    stream->call->Write(stream->request, stream->write_tag());
-    stream->call->Read(&stream->response, stream->read_tag());
-    lane.pending += 2;
-  }
-  if (absl::Status answered = await(2 * static_cast<int>(lane.streams.size()), "beating");
-      !answered.ok()) {
-    return answered;
-  }
-  for (auto& stream : lane.streams) {
-    if (stream->response.beat().abort_size() != 0) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("worker ", stream->worker, " was told to abort"));
-    }
-  }
-  return lane.streams.size();
+  worker.context = std::make_unique<grpc::ClientContext>();
+  worker.context->set_deadline(std::chrono::system_clock::now() +
+                               absl::ToChronoMilliseconds(timeout_));
+  worker.call = stubs_[worker.index]->AsyncHeartbeat(worker.context.get(), beats_[worker.index],
+                                                     &lane.queue);
+  worker.call->Finish(&worker.unary_response, &worker.unary_status, worker.tag(kUnary));
+  worker.unary_pending = true;
+  return absl::OkStatus();
 }
 
-absl::StatusOr<uint64_t> PipelinedHeartbeats::UnaryRound(int t) {
+absl::StatusOr<uint64_t> PipelinedHeartbeats::Beats(int t, uint64_t answers) {
   Lane& lane = *lanes_[static_cast<size_t>(t)];
-  grpc::CompletionQueue queue;  // the lane's own queue belongs to its streams
-  const size_t count = lane.streams.size();
-  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
-  std::vector<v1::HeartbeatResponse> responses(count);
-  std::vector<grpc::Status> statuses(count);
-  std::vector<std::unique_ptr<grpc::ClientAsyncResponseReader<v1::HeartbeatResponse>>> calls;
-  const auto deadline = std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout_);
-  for (size_t i = 0; i < count; ++i) {
-    contexts.push_back(std::make_unique<grpc::ClientContext>());
-    contexts.back()->set_deadline(deadline);
-    const size_t w = lane.streams[i]->worker;
-    calls.push_back(stubs_[w]->AsyncHeartbeat(contexts.back().get(), beats_[w], &queue));
-    calls.back()->Finish(&responses[i], &statuses[i], reinterpret_cast<void*>(i));
-  }
-  for (size_t i = 0; i < count; ++i) {
-    void* tag = nullptr;
-    bool ok = false;
-    queue.Next(&tag, &ok);  // every call has a deadline, so each returns
-  }
-  queue.Shutdown();
-  void* tag = nullptr;
-  bool ok = false;
-  while (queue.Next(&tag, &ok)) {
-  }
-  for (size_t i = 0; i < count; ++i) {
-    if (!statuses[i].ok()) {
-      return absl::UnavailableError(absl::StrCat("unary heartbeat of worker ",
-                                                 lane.streams[i]->worker, ": ",
-                                                 statuses[i].error_message()));
+  if (lane.workers.empty()) return 0;
+  if (!lane.started) {
+    lane.started = true;
+    for (auto& worker : lane.workers) {
+      if (mode_ == Mode::kStreamed) {
+        worker->context = std::make_unique<grpc::ClientContext>();
+        worker->stream = stubs_[worker->index]->PrepareAsyncHeartbeatStream(
+            worker->context.get(), &lane.queue);
+        worker->stream->StartCall(worker->tag(kStart));
+        worker->write_pending = true;  // the start counts as the pending write
+      } else {
+        if (absl::Status sent = Send(lane, *worker); !sent.ok()) return sent;
+      }
     }
   }
-  return count;
+  uint64_t answered = 0;
+  while (answered < answers) {
+    void* tag = nullptr;
+    bool ok = false;
+    const auto deadline = std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout_);
+    if (lane.queue.AsyncNext(&tag, &ok, deadline) != grpc::CompletionQueue::GOT_EVENT) {
+      return absl::DeadlineExceededError("pipelined heartbeats: no answer in time");
+    }
+    const auto bits = reinterpret_cast<uintptr_t>(tag);
+    Worker& worker = *reinterpret_cast<Worker*>(bits & ~uintptr_t{3});
+    const Op op = static_cast<Op>(bits & 3);
+    if (!ok) {
+      return absl::UnavailableError(
+          absl::StrCat("pipelined heartbeats: worker ", worker.index, "'s beat failed"));
+    }
+    switch (op) {
+      case kStart:
+        worker.write_pending = false;
+        break;
+      case kWrite:
+        worker.write_pending = false;
+        break;
+      case kRead:
+        worker.read_pending = false;
+        if (worker.response.beat().abort_size() != 0) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("worker ", worker.index, " was told to abort"));
+        }
+        ++answered;
+        break;
+      case kUnary:
+        worker.unary_pending = false;
+        if (!worker.unary_status.ok()) {
+          return absl::UnavailableError(absl::StrCat("unary heartbeat of worker ", worker.index,
+                                                     ": ", worker.unary_status.error_message()));
+        }
+        ++answered;
+        break;
+    }
+    // The next beat goes out once the previous one is answered (and, streamed, its write done).
+    if (!worker.pending()) {
+      if (absl::Status sent = Send(lane, worker); !sent.ok()) return sent;
+    }
+  }
+  return answered;
 }
 
 }  // namespace ringleader

@@ -1,10 +1,14 @@
 // For the gRPC load benchmark: heartbeats of many simulated daemons as independent daemons send
-// them, each on its own WorkerService.HeartbeatStream and none waiting for another's answer.
-// Driving thread t owns the workers w with w % threads == t and one completion queue; a round
-// sends one beat on each of its workers' streams, then collects every answer. (A blocking
-// client thread per beat measures the client's thread switches as much as the coordinator.)
+// them: every worker has one beat in flight at all times and sends its next one as soon as the
+// previous one is answered, none waiting for another's answer. (A blocking client thread per
+// beat measures the client's thread switches as much as the coordinator.)
 //
-// Thread-safety: Round(t) and UnaryRound(t) for distinct t may run concurrently; one call per t at a time.
+// Driving thread t owns the workers w with w % threads == t and one completion queue per mode:
+// streamed (each worker on its own WorkerService.HeartbeatStream, a write and a read per beat)
+// or unary (a Heartbeat call per beat). Beats still in flight when the driver is destroyed are
+// cancelled and drained.
+//
+// Thread-safety: Beats(t, ...) for distinct t may run concurrently; one call per t at a time.
 #ifndef RINGLEADER_COORDINATOR_PIPELINED_HEARTBEATS_H_
 #define RINGLEADER_COORDINATOR_PIPELINED_HEARTBEATS_H_
 
@@ -21,25 +25,29 @@ namespace ringleader {
 
 class PipelinedHeartbeats {
  public:
-  // `stubs[w]` carries worker w's stream (not owned; they outlive this); `beats[w]` is what
-  // worker w sends. Nothing is opened before the first Round.
-  PipelinedHeartbeats(std::vector<v1::WorkerService::Stub*> stubs,
+  enum class Mode { kStreamed, kUnary };
+
+  // `stubs[w]` carries worker w's beats (not owned; they outlive this); `beats[w]` is what
+  // worker w sends; `timeout` bounds the wait for any one answer. Nothing is sent before the
+  // first Beats call.
+  PipelinedHeartbeats(Mode mode, std::vector<v1::WorkerService::Stub*> stubs,
                       std::vector<v1::HeartbeatRequest> beats, int threads,
                       absl::Duration timeout);
-  ~PipelinedHeartbeats();  // cancels the streams and drains every queue
+  ~PipelinedHeartbeats();
 
-  // One beat per worker of thread t, all in flight at once; returns the beats answered.
-  // Errors: the first failed stream's status (then the run is over), DEADLINE_EXCEEDED when the
-  // answers take longer than `timeout`, FAILED_PRECONDITION for an answer with aborts.
-  absl::StatusOr<uint64_t> Round(int t);
-
-  // The same with unary Heartbeat calls, all in flight at once (the baseline of Round).
-  absl::StatusOr<uint64_t> UnaryRound(int t);
+  // Waits for the next `answers` answers to thread t's workers, sending each worker's next beat
+  // as its answer arrives; returns the answers counted.
+  // Errors: UNAVAILABLE (a beat failed: the run is over), DEADLINE_EXCEEDED (no answer within
+  // `timeout`), FAILED_PRECONDITION (an answer with aborts).
+  absl::StatusOr<uint64_t> Beats(int t, uint64_t answers);
 
  private:
-  struct Stream;
-  struct Lane;  // one driving thread's streams and queue
+  struct Worker;
+  struct Lane;
 
+  absl::Status Send(Lane& lane, Worker& worker);
+
+  const Mode mode_;
   std::vector<v1::WorkerService::Stub*> stubs_;
   std::vector<v1::HeartbeatRequest> beats_;
   const absl::Duration timeout_;
