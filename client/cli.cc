@@ -68,7 +68,7 @@ const std::vector<CommandSpec>& Commands() {
        "order; world_size 2 unless given) and validates it, then prints per strategy (ddp,\n"
        "zero1, zero2, fsdp) the bytes one rank holds: parameters, gradients, optimizer state\n"
        "(SGD momentum), communication buffers, their total, the ratio to ddp and whether\n"
-       "ringleader runs it today (zero2 on gloo only; fsdp is planned). The formulas are in\n"
+       "ringleader runs it today (zero2 and fsdp on gloo only). The formulas are in\n"
        "common/memory_plan.h. Works offline: nothing is sent.",
        {{"world_size", "N", "number of ranks (default: the spec's, or 2)"},
         {"set", "KEY.PATH=VALUE", "set any spec field, e.g. --set sync.comm_dtype=bf16",

@@ -74,8 +74,10 @@ TEST_F(PlanCommandTest, PrintsATableOfEveryStrategyWithoutACoordinator) {
   // rank 0's 12 owned elements, zero1's gather buffers; runs on gloo.
   EXPECT_THAT(text, HasSubstr("zero2     92 B        144 B      48 B       144 B         428 B"
                               "       1.53x   yes\n"));
-  EXPECT_THAT(text, HasSubstr("fsdp      108 B       140 B      48 B       0 B           296 B"
-                              "       1.06x   not yet: planned\n"));
+  // fsdp: zero2's gradients and optimizer; parameters: the 12-float shard and the one bucket
+  // (24 floats) both layers are gathered into; no communication buffer; runs on gloo.
+  EXPECT_THAT(text, HasSubstr("fsdp      144 B       144 B      48 B       0 B           336 B"
+                              "       1.20x   yes\n"));
   EXPECT_EQ(connects_, 0);
 }
 
@@ -105,7 +107,7 @@ TEST_F(PlanCommandTest, JsonIsAMemoryPlan) {
     EXPECT_EQ(plan.strategies(0).memory().total_bytes(), 280u);
     EXPECT_TRUE(plan.strategies(1).available());
     EXPECT_TRUE(plan.strategies(2).available());   // zero2 on gloo
-    EXPECT_FALSE(plan.strategies(3).available());  // fsdp: planned
+    EXPECT_TRUE(plan.strategies(3).available());   // fsdp on gloo
     EXPECT_THAT(out_.str(), HasSubstr("\"comm_buffer_bytes\""));  // proto field names
   }
   EXPECT_EQ(connects_, 0);

@@ -324,11 +324,13 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const JobSpecLimits& limits) {
     return Invalid(
         absl::StrCat("backend: unknown backend '", spec.backend(), "' (expected gloo or nccl)"));
   }
-  if (spec.strategy() != "ddp" && spec.strategy() != "zero1" && spec.strategy() != "zero2") {
+  if (spec.strategy() != "ddp" && spec.strategy() != "zero1" && spec.strategy() != "zero2" &&
+      spec.strategy() != "fsdp") {
     return Invalid(absl::StrCat("strategy: unknown strategy '", spec.strategy(),
-                                "' (expected ddp, zero1 or zero2)"));
+                                "' (expected ddp, zero1, zero2 or fsdp)"));
   }
   RETURN_IF_ERROR(ValidateZero2Combination(spec));
+  RETURN_IF_ERROR(ValidateFsdpCombination(spec));
   if (spec.strategy() == "zero1") {
     // ZeRO-1 shards the built-in trainer's optimizer state (CPU on gloo, GPU on nccl).
     if (!spec.command().empty()) {
@@ -372,52 +374,83 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const JobSpecLimits& limits) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateZero2Combination(const JobSpec& spec) {
-  if (spec.strategy() != "zero2") return absl::OkStatus();
+namespace {
+
+// What zero2 and fsdp (both reduce-scatter zero2's fixed buckets, zero2_plan.h) refuse alike;
+// `strategy` names the one in the messages, `what` what it shards.
+absl::Status ValidateReduceScatterCombination(const JobSpec& spec, const std::string& strategy,
+                                              const std::string& what) {
   if (!spec.command().empty()) {
-    return Invalid(
-        "strategy: zero2 shards the built-in trainer's gradients and optimizer state, and a "
-        "command job runs your own program; drop strategy (your program chooses its own "
-        "sharding) or command");
+    return Invalid(absl::StrCat(
+        "strategy: ", strategy, " shards the built-in trainer's ", what,
+        ", and a command job runs your own program; drop strategy (your program chooses its own "
+        "sharding) or command"));
   }
   if (spec.backend() != "gloo") {
     return Invalid(absl::StrCat(
-        "strategy: zero2 runs on backend gloo (the CPU trainer) only for now, got backend ",
-        spec.backend(), "; set backend: gloo, or use strategy zero1 on nccl"));
+        "strategy: ", strategy,
+        " runs on backend gloo (the CPU trainer) only for now, got backend ", spec.backend(), "; set backend: gloo, or use strategy zero1 on nccl"));
   }
   const v1::SyncSpec& sync = spec.sync();
   if (sync.gradient_accumulation_steps() > 1) {
     return Invalid(absl::StrCat(
-        "sync.gradient_accumulation_steps: strategy zero2 reduce-scatters every step's "
+        "sync.gradient_accumulation_steps: strategy ", strategy, " reduce-scatters every step's "
         "gradients once and does not accumulate micro-batches, got ",
         sync.gradient_accumulation_steps(),
         "; set it to 1 (raise batch_size instead) or use strategy zero1"));
   }
   if (sync.comm_dtype() == "bf16") {
-    return Invalid(
-        "sync.comm_dtype: strategy zero2 reduce-scatters fp32 gradients only; set comm_dtype: "
-        "fp32 or use strategy zero1 for bf16 communication");
+    return Invalid(absl::StrCat(
+        "sync.comm_dtype: strategy ", strategy, " reduce-scatters fp32 gradients only; set "
+        "comm_dtype: fp32 or use strategy zero1 for bf16 communication"));
   }
   if (sync.find_unused_parameters()) {
-    return Invalid(
-        "sync.find_unused_parameters: strategy zero2 does not support unused parameters; freeze "
-        "them on every rank (model.frozen_parameters) or use strategy zero1");
+    return Invalid(absl::StrCat(
+        "sync.find_unused_parameters: strategy ", strategy, " does not support unused parameters; ",
+        strategy == "fsdp" ? "drop find_unused_parameters (every parameter needs a gradient)"
+                           : "freeze them on every rank (model.frozen_parameters)",
+        " or use strategy zero1"));
   }
   if (sync.rebuild_buckets()) {
-    return Invalid(
-        "sync.rebuild_buckets: strategy zero2 keeps its initial buckets for the whole run (they "
-        "decide which rank owns which gradients); drop rebuild_buckets");
+    return Invalid(absl::StrCat(
+        "sync.rebuild_buckets: strategy ", strategy, " keeps its initial buckets for the whole "
+        "run (they decide which rank owns which gradients); drop rebuild_buckets"));
   }
   if (sync.has_overlap() && !sync.overlap()) {
-    return Invalid(
-        "sync.overlap: strategy zero2 reduce-scatters each bucket during backward to keep only "
-        "two buckets of gradients; drop overlap: false or use strategy zero1");
+    return Invalid(absl::StrCat(
+        "sync.overlap: strategy ", strategy, " reduce-scatters each bucket during backward to "
+        "keep only two buckets of gradients; drop overlap: false or use strategy zero1"));
   }
   const v1::FaultSpec& faults = spec.model().faults();
   if (faults.bypass_sync() || faults.bypass_sync_all_ranks()) {
+    return Invalid(absl::StrCat(
+        "model.faults.bypass_sync: strategy ", strategy, " has no full local gradients to step "
+        "with; use strategy ddp or zero1 for the bypass_sync faults"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateZero2Combination(const JobSpec& spec) {
+  if (spec.strategy() != "zero2") return absl::OkStatus();
+  return ValidateReduceScatterCombination(spec, "zero2", "gradients and optimizer state");
+}
+
+absl::Status ValidateFsdpCombination(const JobSpec& spec) {
+  if (spec.strategy() != "fsdp") return absl::OkStatus();
+  RETURN_IF_ERROR(ValidateReduceScatterCombination(
+      spec, "fsdp", "parameters, gradients and optimizer state"));
+  if (spec.model().frozen_parameters_size() > 0) {
+    return Invalid(absl::StrCat(
+        "model.frozen_parameters: strategy fsdp shards every parameter with its gradient and "
+        "does not support frozen ones (", spec.model().frozen_parameters(0),
+        "); drop frozen_parameters or use strategy zero2"));
+  }
+  if (spec.model().with_buffers()) {
     return Invalid(
-        "model.faults.bypass_sync: strategy zero2 has no full local gradients to step with; "
-        "use strategy ddp or zero1 for the bypass_sync faults");
+        "model.with_buffers: strategy fsdp shards the parameters only and does not keep or "
+        "broadcast model buffers; drop with_buffers or use strategy zero2");
   }
   return absl::OkStatus();
 }

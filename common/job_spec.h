@@ -52,6 +52,13 @@ absl::Status ValidateJobSpec(const ringleader::v1::JobSpec& spec, const JobSpecL
 // and the bypass_sync faults. Part of ValidateJobSpec; the rank checks it again before training.
 absl::Status ValidateZero2Combination(const ringleader::v1::JobSpec& spec);
 
+// What strategy fsdp (ZeRO-3: parameters sharded too, worker/sync/fsdp_parameters.h) runs with
+// today; OK for any other strategy. Everything ValidateZero2Combination refuses (the messages
+// name fsdp), plus model.frozen_parameters (every parameter is sharded with its gradient) and
+// model.with_buffers (no buffers are kept or broadcast): INVALID_ARGUMENT naming the field and
+// the fix. Part of ValidateJobSpec; the rank checks it again before training.
+absl::Status ValidateFsdpCombination(const ringleader::v1::JobSpec& spec);
+
 // Parameter names of the model `model` describes, in registration order: for an MLP with
 // layers [784, 256, 10]: fc1.weight, fc1.bias, fc2.weight, fc2.bias. Empty for an unknown kind
 // or fewer than 2 layer sizes.

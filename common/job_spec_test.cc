@@ -136,8 +136,8 @@ TEST(ValidateJobSpecTest, BackendStrategyDataset) {
   spec.set_backend("mpi");
   ExpectInvalid(spec, "backend: unknown backend 'mpi' (expected gloo or nccl)");
   spec = ValidSpec();
-  spec.set_strategy("fsdp");
-  ExpectInvalid(spec, "strategy: unknown strategy 'fsdp' (expected ddp, zero1 or zero2)");
+  spec.set_strategy("zero3");
+  ExpectInvalid(spec, "strategy: unknown strategy 'zero3' (expected ddp, zero1, zero2 or fsdp)");
   spec = ValidSpec();
   spec.mutable_data()->set_dataset("cifar10");
   ExpectInvalid(spec, "data.dataset: unknown dataset 'cifar10'");
@@ -254,6 +254,84 @@ TEST(ValidateJobSpecTest, Zero2RefusesWhatItDoesNotRunNamingFieldAndFix) {
     spec.mutable_sync()->set_overlap(false);
     EXPECT_TRUE(ValidateJobSpec(spec).ok()) << strategy << ": " << ValidateJobSpec(spec);
   }
+}
+
+TEST(ValidateJobSpecTest, FsdpIsAcceptedOnGlooWithCheckpoints) {
+  JobSpec spec = ValidSpec();
+  spec.set_strategy("fsdp");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  spec.set_checkpoint_dir("/srv/ringleader/checkpoints");
+  spec.set_checkpoint_interval_steps(10);
+  spec.mutable_sync()->set_overlap(true);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+}
+
+// Everything zero2 refuses, named as fsdp's, plus frozen parameters and model buffers.
+TEST(ValidateJobSpecTest, FsdpRefusesWhatItDoesNotRunNamingFieldAndFix) {
+  JobSpec spec = ValidSpec();
+  spec.set_strategy("fsdp");
+  spec.set_backend("nccl");
+  ExpectInvalid(spec, "strategy: fsdp runs on backend gloo (the CPU trainer) only for now, got "
+                      "backend nccl; set backend: gloo, or use strategy zero1 on nccl");
+
+  spec = ValidSpec();
+  spec.set_strategy("fsdp");
+  spec.add_command("/usr/bin/python3");
+  ExpectInvalid(spec, "strategy: fsdp shards the built-in trainer's parameters, gradients and "
+                      "optimizer state, and a command job runs your own program");
+
+  spec = ValidSpec();
+  spec.set_strategy("fsdp");
+  spec.mutable_sync()->set_gradient_accumulation_steps(4);
+  ExpectInvalid(spec, "sync.gradient_accumulation_steps: strategy fsdp reduce-scatters every "
+                      "step's gradients once");
+
+  spec = ValidSpec();
+  spec.set_strategy("fsdp");
+  spec.mutable_sync()->set_comm_dtype("bf16");
+  ExpectInvalid(spec, "sync.comm_dtype: strategy fsdp reduce-scatters fp32 gradients only");
+
+  spec = ValidSpec();
+  spec.set_strategy("fsdp");
+  spec.mutable_sync()->set_find_unused_parameters(true);
+  ExpectInvalid(spec, "sync.find_unused_parameters: strategy fsdp does not support unused "
+                      "parameters; drop find_unused_parameters (every parameter needs a "
+                      "gradient) or use strategy zero1");
+
+  spec = ValidSpec();
+  spec.set_strategy("fsdp");
+  spec.mutable_sync()->set_rebuild_buckets(true);
+  ExpectInvalid(spec, "sync.rebuild_buckets: strategy fsdp keeps its initial buckets");
+
+  spec = ValidSpec();
+  spec.set_strategy("fsdp");
+  spec.mutable_sync()->set_overlap(false);
+  ExpectInvalid(spec, "sync.overlap: strategy fsdp reduce-scatters each bucket during backward");
+
+  spec = ValidSpec();
+  spec.set_strategy("fsdp");
+  spec.mutable_model()->mutable_faults()->set_bypass_sync(true);
+  ExpectInvalid(spec, "model.faults.bypass_sync: strategy fsdp has no full local gradients");
+
+  spec = ValidSpec();
+  spec.set_strategy("fsdp");
+  spec.mutable_model()->add_frozen_parameters("fc1.weight");
+  ExpectInvalid(spec, "model.frozen_parameters: strategy fsdp shards every parameter with its "
+                      "gradient and does not support frozen ones (fc1.weight); drop "
+                      "frozen_parameters or use strategy zero2");
+
+  spec = ValidSpec();
+  spec.set_strategy("fsdp");
+  spec.mutable_model()->set_with_buffers(true);
+  ExpectInvalid(spec, "model.with_buffers: strategy fsdp shards the parameters only and does not "
+                      "keep or broadcast model buffers; drop with_buffers or use strategy zero2");
+
+  // zero2 still takes frozen parameters and buffers.
+  spec = ValidSpec();
+  spec.set_strategy("zero2");
+  spec.mutable_model()->add_frozen_parameters("fc1.weight");
+  spec.mutable_model()->set_with_buffers(true);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
 }
 
 TEST(ValidateJobSpecTest, ModelKindAndLayers) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/job_spec.h"
+#include "worker/sync/fsdp_plan.h"
 #include "worker/sync/zero2_plan.h"
 
 namespace ringleader {
@@ -20,13 +21,6 @@ uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 // S_r: rank r's elements of T under shard_plan.h's split.
 uint64_t ShardOf(uint64_t total, uint32_t world_size, uint32_t rank) {
   return total * (uint64_t{rank} + 1) / world_size - total * rank / world_size;
-}
-
-// B: one gradient bucket of sync.bucket_cap_mb, at most every trainable element.
-uint64_t BucketElements(const v1::JobSpec& spec, uint64_t trainable) {
-  const double bytes = spec.sync().bucket_cap_mb() * double{1 << 20};
-  const uint64_t elements = bytes <= 0 ? 0 : static_cast<uint64_t>(bytes / kFloatBytes);
-  return std::min(std::max<uint64_t>(elements, 1), trainable);
 }
 
 // The MLP's per-parameter trainable counts in registration order (0 for a frozen one), as the
@@ -44,11 +38,12 @@ std::vector<size_t> TrainableCounts(const v1::ModelSpec& model) {
   return counts;
 }
 
-// Whether zero2 runs for `spec`'s settings, and why not in a few words.
-std::string Zero2Unavailable(const v1::JobSpec& spec) {
-  v1::JobSpec zero2 = spec;
-  zero2.set_strategy("zero2");
-  const absl::Status status = ValidateZero2Combination(zero2);
+// Whether zero2 (fsdp) runs for `spec`'s settings, and why not in a few words.
+std::string Unavailable(const v1::JobSpec& spec, const std::string& strategy) {
+  v1::JobSpec sharded = spec;
+  sharded.set_strategy(strategy);
+  const absl::Status status = strategy == "fsdp" ? ValidateFsdpCombination(sharded)
+                                                 : ValidateZero2Combination(sharded);
   if (status.ok()) return "";
   if (spec.backend() != "gloo") return "gloo only";
   const std::string message(status.message());
@@ -116,7 +111,6 @@ absl::StatusOr<v1::RankMemory> PredictRankMemory(const v1::JobSpec& spec,
   const uint64_t shard = ShardOf(t, world_size, rank);
   const bool momentum = spec.optimizer().momentum() > 0;
   const bool bf16 = spec.sync().comm_dtype() == "bf16";
-  const uint64_t bucket = BucketElements(spec, t);
 
   uint64_t parameters = kFloatBytes * p;
   uint64_t gradients = 0;
@@ -144,11 +138,23 @@ absl::StatusOr<v1::RankMemory> PredictRankMemory(const v1::JobSpec& spec,
       comm = kFloatBytes * std::min<uint64_t>(z->shards.capacity, kZero1GatherChunkElements) *
              (n + 1);
     }  // else every parameter is frozen: nothing to shard
-  } else {  // fsdp: reduce-scattered gradients
-    gradients = kFloatBytes * (c + bucket);
-    optimizer = momentum ? kFloatBytes * shard : 0;
-    if (bf16) comm += kBf16Bytes * bucket;  // the gathers write in place: no buffer of their own
-    if (strategy == "fsdp") parameters = kFloatBytes * (CeilDiv(p, n) + counts.largest_layer);
+  } else {  // fsdp: zero2's gradients and optimizer, the parameters sharded alike
+    // Every parameter counts (fsdp refuses frozen ones, ValidateFsdpCombination).
+    std::vector<size_t> all;
+    for (int layer = 1; layer < spec.model().layers_size(); ++layer) {
+      all.push_back(size_t{spec.model().layers(layer - 1)} * spec.model().layers(layer));
+      all.push_back(spec.model().layers(layer));
+    }
+    absl::StatusOr<FsdpPlan> f = PlanFsdp(
+        all, MlpLayerParameters(all.size() / 2), world_size,
+        Zero2LayoutOptions(spec.sync().first_bucket_mb(), spec.sync().bucket_cap_mb()));
+    if (f.ok()) {
+      const Zero2Plan& z = f->zero2;
+      parameters = kFloatBytes * (f->shard_elements() + f->staging_elements);
+      gradients = kFloatBytes * (z.shard_elements + z.pool_buffers * z.pool_buffer_elements);
+      optimizer = momentum ? kFloatBytes * z.shards.owned_count(rank) : 0;
+      comm = 0;  // the gathers send from the shard and receive into the staging
+    }
   }
   v1::RankMemory memory;
   memory.set_parameter_bytes(parameters);
@@ -184,11 +190,13 @@ absl::StatusOr<v1::MemoryPlan> PlanMemory(const v1::JobSpec& spec, uint32_t worl
     if (strategy == "ddp" || strategy == "zero1") {
       row->set_available(true);  // on gloo and nccl alike
     } else if (strategy == "zero2") {
-      const std::string why_not = Zero2Unavailable(spec);
+      const std::string why_not = Unavailable(spec, strategy);
       row->set_available(why_not.empty());
       row->set_note(why_not);
-    } else {
-      row->set_note("planned");
+    } else {  // fsdp
+      const std::string why_not = Unavailable(spec, strategy);
+      row->set_available(why_not.empty());
+      row->set_note(why_not);
     }
   }
   return plan;

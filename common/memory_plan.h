@@ -7,7 +7,6 @@
 //       (bias); layers [4, 3, 2] -> P = 4*3 + 3 + 3*2 + 2 = 23
 //   T   trainable elements: P minus the model.frozen_parameters (those get no gradient and no
 //       optimizer state)
-//   L   the largest layer's elements (weight + bias), over every layer
 //   N   world size; r the rank (0..N-1)
 //   S_r rank r's shard of the T trainable elements: floor(T(r+1)/N) - floor(Tr/N), the split of
 //       worker/sync/shard_plan.h; C = ceil(T/N) bounds every S_r
@@ -15,7 +14,6 @@
 //   m   1 when optimizer.momentum > 0 (SGD keeps one fp32 momentum buffer per stepped
 //       element), else 0
 //   b   1 when sync.comm_dtype is bf16, else 0
-//   B   one gradient bucket: min(T, sync.bucket_cap_mb x 2^20 / 4) elements
 //   zero2's figures come from its bucket layout (worker/sync/zero2_plan.h: the DDP reducer's
 //   initial buckets over the trainable parameters, no readiness float), bucket b of c_b
 //   elements split in N slices of s_b = ceil(c_b / N):
@@ -24,6 +22,9 @@
 //       so >= the largest trainable parameter)
 //   O_r rank r's owned elements (the real elements of its slices); Q = max_r O_r
 //   H   zero2's gather chunk: min(Q, 2^18)
+//   fsdp uses zero2's plan over every parameter (T = P: frozen ones are refused), and
+//   S   its layer staging: max over layers of the padded sizes N s_b of the buckets holding
+//       that layer's weight and bias, summed (worker/sync/fsdp_plan.h)
 //
 // Per rank, in bytes:
 //
@@ -31,7 +32,7 @@
 //   ddp       4P              4(T + 1)         4T m       2(T + 1) b
 //   zero1     4P              4(T + 1)         4S_r m     2(T + 1) b + 4G(N + 1)
 //   zero2     4P              4(Z + K)         4O_r m     4H(N + 1)
-//   fsdp      4(ceil(P/N)+L)  4(C + B)         4S_r m     2B b
+//   fsdp      4(Z + S)        4(Z + K)         4O_r m     0
 //
 // - ddp, zero1 (what the ranks run today): the reducer's arena holds every trainable gradient
 //   plus one readiness float (worker/sync/reducer.h), and with bf16 communication a bf16 wire
@@ -47,12 +48,14 @@
 //   so no wire copy. The pool dominates unless the buckets are small next to the model:
 //   gradients + optimizer fall to <= 40% of ddp's at 4 ranks only when 2 buckets are below
 //   ~30% of T (sync.bucket_cap_mb well under the model's size, no single parameter that large).
-// - fsdp (planned, not built yet; DeepSpeed's formulas): gradients are reduce-scattered, so a
-//   rank keeps its gradient shard (C) plus one bucket of staging (B) being reduced; it also
-//   shards the parameters (ceil(P/N), frozen ones included) and gathers one layer at a time
-//   before its use (L, counted with the parameters); only the bf16 copy of the bucket is
-//   communication memory. (zero1's gather staging, G(N + 1) floats, costs more than the momentum
-//   it saves on models under a few million parameters; it is bounded, the saving is not.)
+// - fsdp (runs on gloo, worker/sync/fsdp_parameters.h): zero2's gradients and optimizer; the
+//   parameters are kept as the rank's slice of every bucket (Z, laid out like the gradient
+//   shard) and each layer's buckets are all-gathered into staging right before the layer runs
+//   in forward and again in backward, one layer at a time (S, counted with the parameters; no
+//   prefetch). No gather after the step, so no communication buffer: a gather sends from the
+//   shard and receives into the staging. (zero1's gather staging, G(N + 1) floats, costs more
+//   than the momentum it saves on models under a few million parameters; it is bounded, the
+//   saving is not.)
 // - Not counted: activations (batch-size dependent), the data set, the model's buffers
 //   (model.with_buffers), the collective library's own transport buffers, and the GPU trainer's
 //   bf16 mixed-precision copies (mixed_precision: bf16).
@@ -82,7 +85,7 @@ const std::vector<std::string>& PlannedStrategies();
 struct ModelElementCounts {
   uint64_t parameters = 0;     // P
   uint64_t trainable = 0;      // T
-  uint64_t largest_layer = 0;  // L
+  uint64_t largest_layer = 0;  // the largest layer's elements (weight + bias)
 };
 ModelElementCounts CountModelElements(const v1::ModelSpec& model);
 
@@ -98,7 +101,8 @@ absl::StatusOr<v1::RankMemory> PredictRankMemory(const v1::JobSpec& spec,
 // each the rank that holds the most, its ratio to ddp's total, and whether it runs today
 // (ddp, zero1: yes, gloo and nccl; zero2: on gloo with the settings ValidateZero2Combination
 // accepts, else unavailable with a note such as "gloo only" or "not with
-// sync.gradient_accumulation_steps"; fsdp: not yet, "planned"). Errors as PredictRankMemory.
+// sync.gradient_accumulation_steps"; fsdp: the same with ValidateFsdpCombination, e.g. "not
+// with model.frozen_parameters"). Errors as PredictRankMemory.
 absl::StatusOr<v1::MemoryPlan> PlanMemory(const v1::JobSpec& spec, uint32_t world_size);
 
 // "512 B", "1.50 KiB", "91.9 KiB", "919 KiB", "1.23 MiB", "4.00 GiB" (binary units; 3

@@ -76,8 +76,10 @@ TEST(MemoryPlanTest, Zero2AndFsdpByHand) {
   // (one bucket); gather chunk min(12, 2^18) x (2 + 1).
   ExpectBytes(Predict(spec, "zero2", 2, 0), 92, 4 * (12 + 24), 48, 4 * 12 * 3);
   ExpectBytes(Predict(spec, "zero2", 2, 1), 92, 4 * (12 + 24), 44, 4 * 12 * 3);
-  // fsdp: parameters 4 x (ceil(23/2) + 15); no gather buffer; B = min(T, 25 MiB / 4) = 23.
-  ExpectBytes(Predict(spec, "fsdp", 2, 1), 108, 140, 48, 0);
+  // fsdp: zero2's gradients and optimizer; parameters: the shard (12) and the one bucket both
+  // layers lie in, staged (24); no communication buffer.
+  ExpectBytes(Predict(spec, "fsdp", 2, 0), 4 * (12 + 24), 4 * (12 + 24), 48, 0);
+  ExpectBytes(Predict(spec, "fsdp", 2, 1), 4 * (12 + 24), 4 * (12 + 24), 44, 0);
   // Buckets of 40 bytes = 10 elements: [fc2.bias fc2.weight fc1.bias] = 11, [fc1.weight] = 12;
   // slices 6 and 6 (padded 12, 12): shard 12, pool 2 x 12. Rank 0: 2 + 4 + 6 = 12 owned,
   // rank 1: 2 + 3 + 6 = 11.
@@ -85,9 +87,8 @@ TEST(MemoryPlanTest, Zero2AndFsdpByHand) {
   spec.mutable_sync()->set_first_bucket_mb(40.0 / (1 << 20));
   ExpectBytes(Predict(spec, "zero2", 2, 0), 92, 4 * (12 + 24), 48, 4 * 12 * 3);
   ExpectBytes(Predict(spec, "zero2", 2, 1), 92, 4 * (12 + 24), 44, 4 * 12 * 3);
-  // fsdp: bf16 staging of one bucket.
-  spec.mutable_sync()->set_comm_dtype("bf16");
-  ExpectBytes(Predict(spec, "fsdp", 2, 0), 108, 88, 44, 20);
+  // fsdp: layer 1 (fc1) straddles both buckets: staging 12 + 12; layer 2 only the first (12).
+  ExpectBytes(Predict(spec, "fsdp", 2, 0), 4 * (12 + 24), 4 * (12 + 24), 48, 0);
 }
 
 TEST(MemoryPlanTest, FrozenParametersHaveNoGradientOrOptimizerState) {
@@ -118,8 +119,16 @@ TEST(MemoryPlanTest, PlanTakesTheLargestRankAndMarksAvailability) {
   EXPECT_TRUE(plan->strategies(2).available()) << "zero2 runs on gloo";
   EXPECT_EQ(plan->strategies(2).note(), "");
   EXPECT_EQ(plan->strategies(3).strategy(), "fsdp");
+  EXPECT_TRUE(plan->strategies(3).available()) << "fsdp runs on gloo";
+  EXPECT_EQ(plan->strategies(3).note(), "");
+  // fsdp refuses frozen parameters (zero2 takes them).
+  v1::JobSpec frozen = spec;
+  frozen.mutable_model()->add_frozen_parameters("fc1.bias");
+  plan = PlanMemory(frozen, 2);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->strategies(2).available());
   EXPECT_FALSE(plan->strategies(3).available());
-  EXPECT_EQ(plan->strategies(3).note(), "planned");
+  EXPECT_EQ(plan->strategies(3).note(), "not with model.frozen_parameters");
 
   // zero2 is refused with settings it does not run with: the note names the field.
   v1::JobSpec accumulating = spec;
@@ -128,6 +137,7 @@ TEST(MemoryPlanTest, PlanTakesTheLargestRankAndMarksAvailability) {
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_FALSE(plan->strategies(2).available());
   EXPECT_EQ(plan->strategies(2).note(), "not with sync.gradient_accumulation_steps");
+  EXPECT_EQ(plan->strategies(3).note(), "not with sync.gradient_accumulation_steps");
 
   // zero1 runs on the GPU trainer too; zero2 does not (yet).
   spec.set_backend("nccl");
@@ -137,6 +147,7 @@ TEST(MemoryPlanTest, PlanTakesTheLargestRankAndMarksAvailability) {
   EXPECT_EQ(plan->strategies(1).note(), "");
   EXPECT_FALSE(plan->strategies(2).available());
   EXPECT_EQ(plan->strategies(2).note(), "gloo only");
+  EXPECT_EQ(plan->strategies(3).note(), "gloo only");
 }
 
 // Issue 10's bar: ZeRO-2 at 4 ranks holds <= 40% of DDP's optimizer + gradient memory, for a

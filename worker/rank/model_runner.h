@@ -18,7 +18,9 @@
 //   all-gathers the parameter shards after each OptimizerStep and gathers MomentumBuffers()
 //   into CaptureStateWithMomentum for a checkpoint. strategy zero2: the same, but backward takes
 //   its gradient slots from BackwardOptions::slot_for and the step is OptimizerStepOwned on the
-//   reduce-scattered shard)
+//   reduce-scattered shard. strategy fsdp: as zero2, and ShardParameters once, after which
+//   the model holds no parameters of its own: each layer is gathered as it runs, and
+//   GatherFullParameters before a checkpoint)
 //   Evaluate / CaptureState                           at epoch end / job end
 //
 // Thread-safety: not thread-safe; the training thread owns a runner.
@@ -34,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/data/dataset.h"
+#include "worker/sync/fsdp_parameters.h"
 #include "worker/sync/tensor_memory.h"
 #include "worker/trainer/mlp.h"
 #include "worker/trainer/parameter.h"
@@ -102,6 +105,26 @@ class ModelRunner {
         "strategy zero2 runs on the CPU trainer (backend gloo) only; use zero1 on nccl");
   }
 
+  // strategy fsdp: from now on the runner's parameters live in `params` (not owned; outlives
+  // the runner's use): this rank's owned elements are copied there and the model's own
+  // parameters are freed. ForwardBackward and Evaluate then gather each layer through it
+  // (releasing the staging after each pass; Evaluate runs the whole test shard as one chunk, so
+  // every rank gathers alike), OptimizerStepOwned steps params->owned_parameter(i), and
+  // parameter_ptrs() are null until GatherFullParameters. Call after ShardOptimizerState.
+  // Errors: UNIMPLEMENTED on a runner without fsdp (the GPU runner); LoadOwned's.
+  virtual absl::Status ShardParameters(FsdpParameters* params) {
+    (void)params;
+    return absl::UnimplementedError(
+        "strategy fsdp runs on the CPU trainer (backend gloo) only; use zero1 on nccl");
+  }
+  // strategy fsdp: every parameter gathered whole into the model (a collective: every rank
+  // calls it at the same point), for a checkpoint (CaptureStateWithMomentum), until
+  // ReleaseFullParameters. Errors: FAILED_PRECONDITION without ShardParameters; the gathers'.
+  virtual absl::Status GatherFullParameters() {
+    return absl::FailedPreconditionError("GatherFullParameters: the parameters are not sharded");
+  }
+  virtual void ReleaseFullParameters() {}
+
   // strategy zero1: from now on the optimizer owns only owned[i] of parameter i's elements (one
   // entry per parameter, possibly empty; worker/sync/shard_plan.h): OptimizerStep updates those
   // and keeps momentum for those only. Momentum already held (a restored checkpoint's) is cut
@@ -125,7 +148,9 @@ class ModelRunner {
                                                       const std::string& spec_fingerprint) = 0;
   // The same with `momentum` (full buffers per parameter, an empty entry = none) in place of
   // the optimizer's own: a sharded optimizer's buffers gathered from every rank.
-  // Errors: INVALID_ARGUMENT naming a parameter whose buffer has the wrong size; device errors.
+  // Errors: INVALID_ARGUMENT naming a parameter whose buffer has the wrong size;
+  // FAILED_PRECONDITION while fsdp's parameters are sharded (GatherFullParameters first);
+  // device errors.
   virtual absl::StatusOr<CheckpointData> CaptureStateWithMomentum(
       uint64_t step, uint64_t epoch, const std::string& spec_fingerprint,
       std::vector<std::vector<float>> momentum) = 0;

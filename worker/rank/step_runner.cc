@@ -22,7 +22,7 @@ double Milliseconds(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
 StepRunner::StepRunner(const v1::JobSpec& spec, uint32_t rank, const ParameterPlan& plan,
                        ModelRunner* runner, Collective* comm, Reducer* reducer, Clock* clock,
-                       const ShardPlan* shards, Zero2Reducer* zero2,
+                       const ShardPlan* shards, Zero2Reducer* zero2, FsdpParameters* fsdp,
                        std::function<void(absl::Duration)> sleep)
     : spec_(spec),
       plan_(plan),
@@ -31,6 +31,7 @@ StepRunner::StepRunner(const v1::JobSpec& spec, uint32_t rank, const ParameterPl
       comm_(comm),
       reducer_(reducer),
       zero2_(zero2),
+      fsdp_(fsdp),
       clock_(clock),
       collective_timeout_(absl::Milliseconds(spec.collective_timeout_ms())),
       rank_(rank),
@@ -78,6 +79,7 @@ absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch
   if (use_reducer) reducer_->ZeroGradients();
   if (zero2) zero2_->BeginStep();
   if (plan_.bypass) RETURN_IF_ERROR(runner_->ZeroGradients());
+  const uint64_t gathers_before = fsdp_ != nullptr ? fsdp_->gathers() : 0;
 
   double loss_sum = 0;
   absl::Duration compute;
@@ -163,8 +165,9 @@ absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch
     RETURN_IF_ERROR(runner_->OptimizerStep(plan_.has_grad));
   }
   absl::Duration gather_time;
-  if (shards_ != nullptr) {
+  if (shards_ != nullptr && fsdp_ == nullptr) {
     // zero1, zero2: this rank stepped its shard only; the others' come from their owners.
+    // (fsdp keeps only its shard: the next pass gathers the layers it uses.)
     const absl::Time gather_start = clock_->Now();
     ShardSyncOptions gather;
     gather.timeout = collective_timeout_;
@@ -189,7 +192,9 @@ absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch
   report->set_comm_ms(Milliseconds(stats.comm_time + gather_time));
   report->set_overlapped_comm_ms(Milliseconds(stats.hidden_comm_time));
   report->set_collective_digest(stats.collective_digest);
-  report->set_collectives(static_cast<uint32_t>(stats.collectives));
+  // fsdp: the step's parameter gathers (forward and backward) count too.
+  const uint64_t gathers = fsdp_ != nullptr ? fsdp_->gathers() - gathers_before : 0;
+  report->set_collectives(static_cast<uint32_t>(stats.collectives + gathers));
   return absl::OkStatus();
 }
 
@@ -221,8 +226,10 @@ absl::Status StepRunner::MeasureDriftInto(v1::StepReport* report) {
   drift_options.timeout = collective_timeout_;
   drift_options.ledger = Ledger();
   drift_options.memory = runner_->memory();
-  ASSIGN_OR_RETURN(const DriftResult drift, MeasureDrift(comm_, runner_->parameters(),
-                                                         runner_->parameter_ptrs(), drift_options));
+  ASSIGN_OR_RETURN(const DriftResult drift,
+                   fsdp_ != nullptr ? fsdp_->MeasureGatheredDrift(drift_options)
+                                    : MeasureDrift(comm_, runner_->parameters(),
+                                                   runner_->parameter_ptrs(), drift_options));
   report->set_has_drift(true);
   report->set_drift(drift.max_drift);
   report->set_drift_parameter(drift.worst_parameter);

@@ -14,8 +14,12 @@
 //                gradient shard, the synced norm comes from the reducer (global, one scalar
 //                all-reduce), the optimizer steps the shard (OptimizerStepOwned), then the
 //                same parameter all-gather as zero1]
+//               [strategy fsdp: as zero2, but the runner holds only its parameter shard
+//                (ModelRunner::ShardParameters) and gathers each layer as it runs; the optimizer
+//                steps the shard and nothing is gathered after the step]
 //               → the StepReport's figures
-//   MeasureDriftInto: max|W_r − W_0| across ranks, worst tensor named
+//   MeasureDriftInto: max|W_r − W_0| across ranks, worst tensor named (fsdp: over the gathered
+//   buckets, FsdpParameters::MeasureGatheredDrift)
 //
 // The model's gradients live in the reducer's bucket views (BindGradients), except on a rank
 // that bypasses synchronisation (the fault), which keeps its own and steps with them, and under
@@ -36,6 +40,7 @@
 #include "worker/rank/model_runner.h"
 #include "worker/rank/parameter_plan.h"
 #include "worker/sync/reducer.h"
+#include "worker/sync/fsdp_parameters.h"
 #include "worker/sync/shard_plan.h"
 #include "worker/sync/zero2_reducer.h"
 
@@ -48,10 +53,13 @@ class StepRunner {
   // plan (null = ddp: every rank steps every parameter); with one, the runner's optimizer state
   // must already be sharded to shards->owned[rank]. `zero2` (strategy zero2; null otherwise)
   // replaces the reducer (`reducer` is then null and `shards` is &zero2->plan().shards; no
-  // bypass fault). `sleep` performs slow_ms (empty = absl::SleepFor).
+  // bypass fault). `fsdp` (strategy fsdp, with `zero2`; null otherwise): the parameter shard
+  // the runner was given with ShardParameters. `sleep` performs slow_ms (empty =
+  // absl::SleepFor).
   StepRunner(const v1::JobSpec& spec, uint32_t rank, const ParameterPlan& plan,
              ModelRunner* runner, Collective* comm, Reducer* reducer, Clock* clock,
              const ShardPlan* shards = nullptr, Zero2Reducer* zero2 = nullptr,
+             FsdpParameters* fsdp = nullptr,
              std::function<void(absl::Duration)> sleep = nullptr);
 
   // Points the model's gradients at the reducer's bucket views (frozen parameters keep the
@@ -97,6 +105,7 @@ class StepRunner {
   Collective* const comm_;
   Reducer* const reducer_;
   Zero2Reducer* const zero2_;
+  FsdpParameters* const fsdp_;
   Clock* const clock_;
   const absl::Duration collective_timeout_;
   const uint32_t rank_;

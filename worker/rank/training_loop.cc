@@ -32,6 +32,8 @@
 #include "worker/rank/resume.h"
 #include "worker/rank/step_runner.h"
 #include "worker/sync/buffer_sync.h"
+#include "worker/sync/fsdp_parameters.h"
+#include "worker/sync/fsdp_plan.h"
 #include "worker/sync/reducer.h"
 #include "worker/sync/shard_plan.h"
 #include "worker/sync/zero2_plan.h"
@@ -87,6 +89,11 @@ class RankTrainer {
       absl::StatusOr<std::vector<std::vector<float>>> gathered = steps_->GatherMomentum();
       trained = Annotate(gathered.status(), absl::StrCat("rank ", rank_, ": checkpoint"));
       if (gathered.ok()) final_momentum_ = *std::move(gathered);
+      if (trained.ok() && fsdp_ != nullptr) {
+        // fsdp: the parameters too, whole, kept for final.ckpt (the run is over).
+        trained = Annotate(runner_->GatherFullParameters(),
+                           absl::StrCat("rank ", rank_, ": checkpoint"));
+      }
     }
     if (trained.ok()) {
       outcome_.momentum_elements = runner_->momentum_elements();
@@ -229,7 +236,8 @@ class RankTrainer {
     RETURN_IF_ERROR(Annotate(model->CheckCompatible(data_.train), "training data"));
     RETURN_IF_ERROR(Annotate(model->CheckCompatible(data_.test), "test data"));
     ASSIGN_OR_RETURN(plan_, PlanParameters(spec_, rank_, model->parameters()));
-    if (spec_.strategy() == "zero1" || spec_.strategy() == "zero2") {
+    if (spec_.strategy() == "zero1" || spec_.strategy() == "zero2" ||
+        spec_.strategy() == "fsdp") {
       // The trainable parameters' elements, split across the ranks (frozen ones take no part).
       std::vector<size_t> counts;
       for (size_t i = 0; i < model->parameters().size(); ++i) {
@@ -237,6 +245,15 @@ class RankTrainer {
       }
       if (spec_.strategy() == "zero1") {
         shards_ = PlanShards(counts, world_);
+      } else if (spec_.strategy() == "fsdp") {
+        // fsdp: zero2's ownership, and the parameters sharded alike (fsdp_plan.h).
+        RETURN_IF_ERROR(ValidateFsdpCombination(spec_));
+        ASSIGN_OR_RETURN(fsdp_plan_,
+                         PlanFsdp(counts, MlpLayerParameters(layers.size() - 1), world_,
+                                  Zero2LayoutOptions(spec_.sync().first_bucket_mb(),
+                                                     spec_.sync().bucket_cap_mb())));
+        zero2_plan_ = fsdp_plan_->zero2;
+        shards_ = zero2_plan_->shards;
       } else {
         // zero2: ownership follows the reduce-scatter of each bucket (zero2_plan.h).
         RETURN_IF_ERROR(ValidateZero2Combination(spec_));
@@ -340,6 +357,14 @@ class RankTrainer {
       ASSIGN_OR_RETURN(zero2_, Zero2Reducer::Create(comm_.get(), plan_.trainable, *zero2_plan_,
                                                     zero2_options));
       buckets = zero2_plan_->layout.buckets.size();
+      if (fsdp_plan_.has_value()) {
+        FsdpParametersOptions fsdp_options;
+        fsdp_options.timeout = collective_timeout_;
+        fsdp_options.ledger = zero2_->ledger();
+        ASSIGN_OR_RETURN(fsdp_, FsdpParameters::Create(comm_.get(), runner_->parameters(),
+                                                       *fsdp_plan_, fsdp_options));
+        RETURN_IF_ERROR(Annotate(runner_->ShardParameters(fsdp_.get()), "strategy fsdp"));
+      }
     } else {
       ASSIGN_OR_RETURN(reducer_,
                        Reducer::Create(comm_.get(), plan_.trainable, reducer_options));
@@ -348,7 +373,7 @@ class RankTrainer {
     steps_ = std::make_unique<StepRunner>(spec_, rank_, plan_, runner_.get(), comm_.get(),
                                           reducer_.get(), clock_,
                                           shards_.has_value() ? &*shards_ : nullptr,
-                                          zero2_.get(), options_.sleep);
+                                          zero2_.get(), fsdp_.get(), options_.sleep);
     steps_->BindGradients();
 
     Log(absl::StrFormat(
@@ -459,6 +484,11 @@ class RankTrainer {
           absl::StatusOr<std::vector<std::vector<float>>> gathered = steps_->GatherMomentum();
           RETURN_IF_ERROR(Annotate(gathered.status(), absl::StrCat(where, ": checkpoint")));
           momentum = *std::move(gathered);
+          if (fsdp_ != nullptr) {
+            // fsdp: every rank gathers the parameters whole, released after the write.
+            RETURN_IF_ERROR(Annotate(runner_->GatherFullParameters(),
+                                     absl::StrCat(where, ": checkpoint")));
+          }
         }
         if (rank_ == 0 && checkpoint_due) {
           Enter(v1::RANK_PHASE_CHECKPOINTING, absl::StrCat("after step ", step, " in ",
@@ -472,6 +502,7 @@ class RankTrainer {
           RETURN_IF_ERROR(Annotate(written.status(), absl::StrCat(where, ": checkpoint")));
           report.set_checkpoint_written(*written);
         }
+        if (checkpoint_due && fsdp_ != nullptr) runner_->ReleaseFullParameters();
         loss_sum += report.loss();
         ++epoch_steps;
         outcome_.steps = step;
@@ -540,7 +571,9 @@ class RankTrainer {
   // The buffers this rank holds, by kind (common/memory_plan.h predicts the same figures).
   v1::RankMemory MeasureMemory() const {
     v1::RankMemory memory;
-    memory.set_parameter_bytes(runner_->parameter_count() * sizeof(float));
+    // fsdp: the parameter shard and the most layer staging held at once (fsdp_parameters.h).
+    memory.set_parameter_bytes(fsdp_ != nullptr ? fsdp_->parameter_bytes()
+                                                : runner_->parameter_count() * sizeof(float));
     // zero2: the gradient shard and the bucket pool (zero2_reducer.h), no full-size arena.
     memory.set_gradient_bytes(zero2_ != nullptr ? zero2_->gradient_bytes()
                                                 : reducer_->arena_bytes());
@@ -556,6 +589,10 @@ class RankTrainer {
   // For the start line: "ddp", or "zero1 (optimizer state for 58786 of 235146 elements)".
   std::string StrategyDescription() const {
     if (!shards_.has_value()) return spec_.strategy();
+    if (fsdp_plan_.has_value()) {
+      return absl::StrCat(spec_.strategy(), " (parameters, gradients and optimizer state for ",
+                          shards_->owned_count(rank_), " of ", shards_->total, " elements)");
+    }
     if (zero2_plan_.has_value()) {
       return absl::StrCat(spec_.strategy(), " (gradients and optimizer state for ",
                           shards_->owned_count(rank_), " of ", shards_->total, " elements)");
@@ -589,7 +626,8 @@ class RankTrainer {
   HeapGrowth heap_growth_;  // from the data set loaded through the first step
   ParameterPlan plan_;
   std::optional<ShardPlan> shards_;  // strategy zero1, zero2: which elements each rank steps
-  std::optional<Zero2Plan> zero2_plan_;  // strategy zero2: buckets and ownership
+  std::optional<Zero2Plan> zero2_plan_;  // strategy zero2, fsdp: buckets and ownership
+  std::optional<FsdpPlan> fsdp_plan_;    // strategy fsdp: the layers' buckets
   // zero1 with a checkpoint_dir: every rank's momentum, gathered after the last step (rank 0
   // writes it into final.ckpt).
   std::optional<std::vector<std::vector<float>>> final_momentum_;
@@ -598,6 +636,7 @@ class RankTrainer {
   std::unique_ptr<Collective> comm_;
   std::unique_ptr<Reducer> reducer_;  // after comm_: destroyed first (null under zero2)
   std::unique_ptr<Zero2Reducer> zero2_;  // strategy zero2 in place of reducer_; after comm_
+  std::unique_ptr<FsdpParameters> fsdp_;  // strategy fsdp: the parameter shard; after comm_
   std::unique_ptr<StepRunner> steps_;  // uses all of the above
   RankActivityTracker activity_;        // before reporter_, whose sender thread reads it
   bool paused_ = false;                 // the pause fault fired

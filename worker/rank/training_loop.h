@@ -14,7 +14,10 @@
 //       the parameters only, then an all-gather of every rank's shard, worker/sync/shard_sync.h;
 //       strategy zero2: the Zero2Reducer replaces the Reducer — backward writes into its bucket
 //       pool, buckets are reduce-scattered into this rank's gradient shard, the shard is
-//       stepped and all-gathered as under zero1, worker/sync/zero2_reducer.h);
+//       stepped and all-gathered as under zero1, worker/sync/zero2_reducer.h; strategy fsdp:
+//       as zero2, but each rank keeps only its shard of the parameters and gathers every layer
+//       from the owners as it runs, forward and backward, nothing after the step,
+//       worker/sync/fsdp_parameters.h);
 //       drift check every drift_interval_steps
 //       (and after the last step); a StepReport per step, handed to the ProgressReporter,
 //       whose own thread batches them to ReportProgress (the loop never waits on the
@@ -27,7 +30,8 @@
 //       abort it instead); the reporter is flushed (reporting.flush_timeout); rank 0 writes
 //       <checkpoint_dir>/<job>/final.ckpt; FinishRank(ok) (RunRank). Under zero1 every rank
 //       all-gathers its momentum shard before each checkpoint (the final one: before the
-//       collective is closed), so rank 0 writes the same file a ddp job writes.
+//       collective is closed), so rank 0 writes the same file a ddp job writes. Under fsdp
+//       every rank also gathers the parameters whole for it (released after a periodic one).
 //
 // Gradient norms in the StepReport:
 //   local_grad_norm  this rank's accumulated gradient before synchronisation. With overlap the

@@ -101,6 +101,33 @@ Mlp::Mlp(std::vector<size_t> layers, uint64_t seed, MlpOptions opts)
   }
 }
 
+void Mlp::ReleaseParameters() {
+  for (std::vector<float>& p : params_) std::vector<float>().swap(p);
+  released_ = true;
+}
+
+void Mlp::AdoptParameters(std::vector<std::vector<float>> params) {
+  CheckOrDie(params.size() == infos_.size(), "AdoptParameters: one vector per parameter");
+  for (size_t i = 0; i < infos_.size(); ++i) {
+    CheckOrDie(params[i].size() == infos_[i].count, "AdoptParameters: parameters()[i].count");
+  }
+  params_ = std::move(params);
+  released_ = false;
+}
+
+absl::StatusOr<LayerParameters> Mlp::LayerOf(size_t k, const ParameterProvider* params_for) const {
+  if (params_for == nullptr) {
+    CheckOrDie(!released_, "released parameters need a ParameterProvider (params_for)");
+    return LayerParameters{params_[2 * k].data(), params_[2 * k + 1].data()};
+  }
+  absl::StatusOr<LayerParameters> layer = (*params_for)(k);
+  if (layer.ok()) {
+    CheckOrDie(layer->weight != nullptr && layer->bias != nullptr,
+               "a ParameterProvider returned a null weight or bias");
+  }
+  return layer;
+}
+
 void Mlp::BindGradients(std::vector<float*> slots) {
   if (slots.empty()) {
     grad_slots_.clear();
@@ -155,7 +182,8 @@ absl::Status Mlp::CheckCompatible(const Dataset& d) const {
   return absl::OkStatus();
 }
 
-const float* Mlp::Forward(const float* x, size_t batch, Workspace* ws) const {
+absl::StatusOr<const float*> Mlp::Forward(const float* x, size_t batch, Workspace* ws,
+                                          const ParameterProvider* params_for) const {
   const size_t num_linear = layers_.size() - 1;
   const float* in = x;
   if (opts_.with_buffers) {
@@ -174,8 +202,10 @@ const float* Mlp::Forward(const float* x, size_t batch, Workspace* ws) const {
   for (size_t k = 0; k < num_linear; ++k) {
     std::vector<float>& out = ws->activations[k];
     out.resize(batch * layers_[k + 1]);
-    LinearForward(layer_in, batch, layers_[k], layers_[k + 1], params_[2 * k].data(),
-                  params_[2 * k + 1].data(), out.data());
+    absl::StatusOr<LayerParameters> layer = LayerOf(k, params_for);
+    if (!layer.ok()) return layer.status();
+    LinearForward(layer_in, batch, layers_[k], layers_[k + 1], layer->weight, layer->bias,
+                  out.data());
     if (k + 1 < num_linear) ReluInPlace(out.data(), out.size());
     layer_in = out.data();
   }
@@ -210,8 +240,11 @@ absl::StatusOr<double> Mlp::ForwardBackward(const float* x, const int32_t* y, si
     }
   }
 
+  const ParameterProvider* params_for = opts.params_for ? &opts.params_for : nullptr;
   Workspace& ws = ws_;
-  const float* input = Forward(x, batch, &ws);
+  absl::StatusOr<const float*> forward_input = Forward(x, batch, &ws, params_for);
+  if (!forward_input.ok()) return forward_input.status();
+  const float* input = *forward_input;
   const size_t num_linear = layers_.size() - 1;
 
   // Loss and dLoss/dlogits = (softmax - onehot) / batch, scaled.
@@ -256,10 +289,12 @@ absl::StatusOr<double> Mlp::ForwardBackward(const float* x, const int32_t* y, si
     }
     if (k == 0) break;  // no gradient for the input
     // delta_prev[batch, in] = delta[batch, out] · W[out, in], then through the ReLU.
+    absl::StatusOr<LayerParameters> layer = LayerOf(k, params_for);
+    if (!layer.ok()) return layer.status();
     ws.delta_prev.resize(batch * fan_in);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(batch),
                 static_cast<int>(fan_in), static_cast<int>(fan_out), 1.0f, ws.delta.data(),
-                static_cast<int>(fan_out), params_[w_index].data(), static_cast<int>(fan_in),
+                static_cast<int>(fan_out), layer->weight, static_cast<int>(fan_in),
                 0.0f, ws.delta_prev.data(), static_cast<int>(fan_in));
     const float* act = ws.activations[k - 1].data();
     for (size_t i = 0; i < batch * fan_in; ++i) {
@@ -271,7 +306,27 @@ absl::StatusOr<double> Mlp::ForwardBackward(const float* x, const int32_t* y, si
 }
 
 Mlp::EvalResult Mlp::Evaluate(const Dataset& d, size_t batch) const {
+  absl::StatusOr<EvalResult> result = EvaluateImpl(d, batch, nullptr);
+  CheckOrDie(result.ok(), "Evaluate: no provider, no error");
+  return *result;
+}
+
+absl::StatusOr<Mlp::EvalResult> Mlp::Evaluate(const Dataset& d, size_t batch,
+                                              const ParameterProvider& params_for) const {
+  CheckOrDie(static_cast<bool>(params_for), "Evaluate: a non-empty ParameterProvider");
+  return EvaluateImpl(d, batch, &params_for);
+}
+
+absl::StatusOr<Mlp::EvalResult> Mlp::EvaluateImpl(const Dataset& d, size_t batch,
+                                                  const ParameterProvider* params_for) const {
   CheckOrDie(CheckCompatible(d).ok(), "Evaluate: data set fits the model (CheckCompatible)");
+  if (d.size == 0 && params_for != nullptr) {
+    // The same provider calls as a rank with examples makes for one chunk.
+    for (size_t k = 0; k + 1 < layers_.size(); ++k) {
+      absl::StatusOr<LayerParameters> layer = LayerOf(k, params_for);
+      if (!layer.ok()) return layer.status();
+    }
+  }
   if (batch == 0) batch = 256;
   const size_t classes = num_classes();
   Workspace ws;
@@ -280,7 +335,8 @@ Mlp::EvalResult Mlp::Evaluate(const Dataset& d, size_t batch) const {
   size_t correct = 0;
   for (size_t start = 0; start < d.size; start += batch) {
     const size_t n = std::min(batch, d.size - start);
-    Forward(d.example(start), n, &ws);
+    absl::StatusOr<const float*> forward = Forward(d.example(start), n, &ws, params_for);
+    if (!forward.ok()) return forward.status();
     const std::vector<float>& logits = ws.activations.back();
     for (size_t b = 0; b < n; ++b) {
       const int32_t label = d.y[start + b];

@@ -17,6 +17,11 @@
 //                   BatchNorm's running_mean, starts at 0), updated by ForwardBackward;
 //   fc1.input_mask  bool  [in]: all true; the forward pass multiplies the input by it.
 //
+// Parameters: in storage the model owns, unless released (strategy fsdp keeps only shards,
+// ReleaseParameters): each pass then takes every layer's weight and bias from a
+// ParameterProvider (BackwardOptions::params_for, the Evaluate overload), the way slot_for
+// supplies gradient slots.
+//
 // Gradients: by default in storage the model owns; BindGradients points them at memory the
 // gradient reducer owns (bucket views), so backward writes straight into the buckets.
 //
@@ -42,6 +47,18 @@ struct MlpOptions {
   bool with_buffers = false;  // add fc1.input_mean and fc1.input_mask (see above)
 };
 
+// One linear layer's parameters as a caller supplies them (strategy fsdp gathers them from their
+// owners just before use, worker/sync/fsdp_parameters.h): weight [out, in] and bias [out],
+// row-major, parameters()[2k] and [2k+1]'s counts.
+struct LayerParameters {
+  const float* weight = nullptr;
+  const float* bias = nullptr;
+};
+// Layer k's parameters (0-based). The pointers must stay valid until the next call (a provider
+// may release the previous layer's storage on each call). An error stops the pass and is
+// returned by ForwardBackward / Evaluate unchanged.
+using ParameterProvider = std::function<absl::StatusOr<LayerParameters>(size_t layer)>;
+
 struct BackwardOptions {
   // Gradients accumulate loss_scale × dLoss/dW (e.g. 1/accumulation_steps).
   float loss_scale = 1.0f;
@@ -58,6 +75,13 @@ struct BackwardOptions {
   // parameter i's slot is rebound there (grad(i) returns it) before backward accumulates into
   // it. Empty = the slots bound with BindGradients (ddp, zero1: nothing changes).
   std::function<float*(size_t)> slot_for;
+  // Where the layers' parameters come from (strategy fsdp: the model holds none of its own,
+  // ReleaseParameters). If set, it is called for layer k = 0, 1, ..., K-1 in forward, then in
+  // backward for k = K-1, ..., 1 right before layer k's weight propagates the delta to layer
+  // k-1 (layer 0's weight is not needed there; the bias never is): 2K - 1 calls per pass, the
+  // same on every rank, so a provider may issue collectives. Empty = the model's own parameters
+  // (ddp, zero1, zero2: nothing changes).
+  ParameterProvider params_for;
 };
 
 class Mlp {
@@ -77,8 +101,18 @@ class Mlp {
   const std::vector<ParameterInfo>& parameters() const { return infos_; }
   // Sum of parameters()[i].count.
   size_t parameter_count() const { return total_params_; }
-  float* param(size_t i) { return params_[i].data(); }
-  const float* param(size_t i) const { return params_[i].data(); }
+  // Null for every parameter after ReleaseParameters (until AdoptParameters).
+  float* param(size_t i) { return params_[i].empty() ? nullptr : params_[i].data(); }
+  const float* param(size_t i) const { return params_[i].empty() ? nullptr : params_[i].data(); }
+
+  // strategy fsdp: frees the model's own parameter storage (the caller has copied out what it
+  // keeps). From then on ForwardBackward needs BackwardOptions::params_for and evaluation the
+  // provider overload of Evaluate (checked; aborts otherwise), until AdoptParameters.
+  void ReleaseParameters();
+  bool parameters_released() const { return released_; }
+  // Gives the model full parameters again (one vector of parameters()[i].count floats per
+  // parameter, checked; aborts otherwise): a checkpoint of an fsdp run captures them.
+  void AdoptParameters(std::vector<std::vector<float>> params);
 
   // The current gradient slot of parameter i (internal storage or the bound slot).
   float* grad(size_t i) { return grad_slots_[i]; }
@@ -109,7 +143,8 @@ class Mlp {
   // opts.on_ready(i) as soon as parameter i's gradient is complete. Returns the mean loss over
   // the batch, unscaled (it may be inf/NaN if training diverged; the caller decides).
   // Errors: INVALID_ARGUMENT for batch == 0, a label outside [0, num_classes()) (naming the
-  // example), or opts.skip with the wrong number of entries. Nothing is changed on error.
+  // example), or opts.skip with the wrong number of entries: nothing is changed. The error of
+  // opts.params_for, returned as is: the gradients may then be partly accumulated.
   absl::StatusOr<double> ForwardBackward(const float* x, const int32_t* y, size_t batch,
                                          const BackwardOptions& opts);
 
@@ -122,6 +157,12 @@ class Mlp {
   // the model (buffers included). d.features must equal input_features() and labels must be in
   // range (checked; aborts otherwise — use CheckCompatible first for data from outside).
   EvalResult Evaluate(const Dataset& d, size_t batch) const;
+  // The same with each layer's parameters from `params_for` (strategy fsdp), called once per
+  // layer (in order) per chunk of `batch` examples — and once per layer for an empty `d`, so a
+  // provider that issues collectives sees the same calls on every rank as long as every rank
+  // makes the same number of chunks (pass batch >= d.size for one). Errors: the provider's.
+  absl::StatusOr<EvalResult> Evaluate(const Dataset& d, size_t batch,
+                                      const ParameterProvider& params_for) const;
 
   // INVALID_ARGUMENT if `d` does not fit this model (feature count, number of classes).
   absl::Status CheckCompatible(const Dataset& d) const;
@@ -137,7 +178,13 @@ class Mlp {
 
   // Runs the layers on `x`; fills ws->activations (ReLU applied except on the logits). Returns
   // the pointer that was used as the first layer's input.
-  const float* Forward(const float* x, size_t batch, Workspace* ws) const;
+  // Layer k's parameters come from `params_for` when non-null, else the model's own. Errors:
+  // the provider's.
+  absl::StatusOr<const float*> Forward(const float* x, size_t batch, Workspace* ws,
+                                       const ParameterProvider* params_for) const;
+  absl::StatusOr<LayerParameters> LayerOf(size_t k, const ParameterProvider* params_for) const;
+  absl::StatusOr<EvalResult> EvaluateImpl(const Dataset& d, size_t batch,
+                                          const ParameterProvider* params_for) const;
   const bool* mask() const { return mask_.get(); }
 
   std::vector<size_t> layers_;
@@ -145,6 +192,7 @@ class Mlp {
   std::vector<ParameterInfo> infos_;
   size_t total_params_ = 0;
   std::vector<std::vector<float>> params_;
+  bool released_ = false;  // ReleaseParameters: params_ are empty
   std::vector<std::vector<float>> own_grads_;
   std::vector<float*> grad_slots_;
   std::vector<float> input_mean_;

@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/data/dataset.h"
@@ -210,6 +211,59 @@ TEST(MlpTest, ReleasedGradientsComeFromSlotForAndMatchInternalOnes) {
     const size_t count = released.parameters()[i].count;
     EXPECT_EQ(Copy(pool[i].data(), count), Copy(internal.grad(i), count)) << i;
   }
+}
+
+// strategy fsdp's seam: a model without parameters of its own takes every layer from
+// params_for, in the documented order (forward 0..K-1, backward K-1..1), and computes exactly
+// what the whole model does; a provider error stops the pass and comes back unchanged.
+TEST(MlpTest, ReleasedParametersComeFromParamsForAndMatchOwnOnes) {
+  const Dataset d = MakeSyntheticDataset(8, 6, 3, 4);
+  Mlp whole({6, 5, 4, 3}, 2);
+  Mlp released({6, 5, 4, 3}, 2);
+  std::vector<std::vector<float>> copies;
+  for (size_t i = 0; i < released.parameters().size(); ++i) {
+    copies.emplace_back(released.param(i), released.param(i) + released.parameters()[i].count);
+  }
+  released.ReleaseParameters();
+  EXPECT_TRUE(released.parameters_released());
+  for (size_t i = 0; i < copies.size(); ++i) EXPECT_EQ(released.param(i), nullptr) << i;
+
+  std::vector<size_t> calls;
+  BackwardOptions opts;
+  opts.params_for = [&](size_t k) -> absl::StatusOr<LayerParameters> {
+    calls.push_back(k);
+    return LayerParameters{copies[2 * k].data(), copies[2 * k + 1].data()};
+  };
+  absl::StatusOr<double> a = whole.ForwardBackward(d.x.data(), d.y.data(), d.size, {});
+  absl::StatusOr<double> b = released.ForwardBackward(d.x.data(), d.y.data(), d.size, opts);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*a, *b);
+  EXPECT_THAT(calls, ElementsAre(0, 1, 2, 2, 1));
+  for (size_t i = 0; i < copies.size(); ++i) {
+    const size_t count = whole.parameters()[i].count;
+    EXPECT_EQ(Copy(released.grad(i), count), Copy(whole.grad(i), count)) << i;
+  }
+  calls.clear();
+  absl::StatusOr<Mlp::EvalResult> evaluated = released.Evaluate(d, 3, opts.params_for);
+  ASSERT_TRUE(evaluated.ok()) << evaluated.status();
+  EXPECT_EQ(evaluated->loss, whole.Evaluate(d, 3).loss);
+  EXPECT_EQ(evaluated->accuracy, whole.Evaluate(d, 3).accuracy);
+  EXPECT_THAT(calls, ElementsAre(0, 1, 2, 0, 1, 2, 0, 1, 2)) << "per chunk of 3 of 8 examples";
+  calls.clear();
+  ASSERT_TRUE(released.Evaluate(Slice(d, 0, 0), 3, opts.params_for).ok());
+  EXPECT_THAT(calls, ElementsAre(0, 1, 2)) << "an empty share asks for every layer all the same";
+
+  BackwardOptions failing;
+  failing.params_for = [](size_t k) -> absl::StatusOr<LayerParameters> {
+    return absl::UnavailableError(absl::StrCat("gather of layer ", k, " failed"));
+  };
+  absl::StatusOr<double> failed = released.ForwardBackward(d.x.data(), d.y.data(), d.size, failing);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(failed.status().message(), "gather of layer 0 failed");
+
+  released.AdoptParameters(copies);
+  EXPECT_FALSE(released.parameters_released());
+  EXPECT_EQ(released.Evaluate(d, 0).loss, whole.Evaluate(d, 0).loss);
 }
 
 TEST(MlpTest, BadInputIsRejectedAndChangesNothing) {

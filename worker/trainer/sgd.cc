@@ -180,9 +180,17 @@ void SgdOptimizer::StepOwned(const std::vector<float*>& params,
   StepImpl(params, owned_grads, has_grad, /*grads_at_owned=*/true);
 }
 
+void SgdOptimizer::StepShard(const std::vector<float*>& owned_params,
+                             const std::vector<const float*>& owned_grads,
+                             const std::vector<bool>& has_grad) {
+  StepImpl(owned_params, owned_grads, has_grad, /*grads_at_owned=*/true,
+           /*params_at_owned=*/true);
+}
+
 void SgdOptimizer::StepImpl(const std::vector<float*>& params,
                             const std::vector<const float*>& grads,
-                            const std::vector<bool>& has_grad, bool grads_at_owned) {
+                            const std::vector<bool>& has_grad, bool grads_at_owned,
+                            bool params_at_owned) {
   CheckOrDie(params.size() == params_.size(), "params.size() == parameters().size()");
   CheckOrDie(grads.size() == params_.size(), "grads.size() == parameters().size()");
   CheckOrDie(has_grad.size() == params_.size(), "has_grad.size() == parameters().size()");
@@ -194,7 +202,7 @@ void SgdOptimizer::StepImpl(const std::vector<float*>& params,
     // update of element k reads and writes element k only), so each owned element ends exactly
     // as the unsharded optimizer leaves it.
     const size_t n = owned_[i].size();
-    float* p = params[i] + owned_[i].begin;
+    float* p = params_at_owned ? params[i] : params[i] + owned_[i].begin;
     const float* g = grads_at_owned ? grads[i] : grads[i] + owned_[i].begin;
     if (!use_momentum) {
       UpdateTensor(p, g, nullptr, n, true, h);

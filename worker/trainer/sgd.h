@@ -88,6 +88,12 @@ class SgdOptimizer {
   void StepOwned(const std::vector<float*>& params, const std::vector<const float*>& owned_grads,
                  const std::vector<bool>& has_grad);
 
+  // strategy fsdp, where a rank holds only its owned parameter elements: the same update as
+  // StepOwned with owned_params[i] pointing at element owned()[i].begin (owned()[i].size()
+  // floats; may be null where that range is empty).
+  void StepShard(const std::vector<float*>& owned_params,
+                 const std::vector<const float*>& owned_grads, const std::vector<bool>& has_grad);
+
   const std::vector<ParameterInfo>& parameters() const { return params_; }
   const SgdOptions& options() const { return options_; }
   // Per parameter, the elements this optimizer steps: [0, count) unless sharded.
@@ -121,10 +127,11 @@ class SgdOptimizer {
  private:
   // The part of a restored buffer of parameter i kept (MomentumElementsToKeep's range).
   static std::vector<float> Keep(const ElementRange& keep, std::vector<float> buffer);
-  // Step and StepOwned: grads[i] points at element owned()[i].begin's gradient when
-  // `grads_at_owned`, else at element 0's.
+  // Step, StepOwned, StepShard: grads[i] points at element owned()[i].begin's gradient when
+  // `grads_at_owned`, else at element 0's; params[i] likewise with `params_at_owned`.
   void StepImpl(const std::vector<float*>& params, const std::vector<const float*>& grads,
-                const std::vector<bool>& has_grad, bool grads_at_owned);
+                const std::vector<bool>& has_grad, bool grads_at_owned,
+                bool params_at_owned = false);
 
   std::vector<ParameterInfo> params_;
   SgdOptions options_;

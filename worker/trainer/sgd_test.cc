@@ -315,6 +315,44 @@ TEST(SgdTest, StepOwnedMatchesStepWithTheFullGradients) {
   EXPECT_EQ(shard.momentum_elements(), 5u + 57u);
 }
 
+// strategy fsdp: StepShard on a copy of the owned parameter elements alone ends exactly where
+// Step leaves those elements of the full parameters.
+TEST(SgdTest, StepShardMatchesStepOnTheOwnedElements) {
+  const std::vector<ParameterInfo> params = {{"a", {7}, 7}, {"b", {100}, 100}, {"c", {3}, 3}};
+  const std::vector<ElementRange> owned = {{2, 7}, {40, 97}, {}};
+  SgdOptions options;
+  options.lr = 0.05;
+  options.momentum = 0.9;
+  options.dampening = 0.1;
+  options.weight_decay = 0.0005;
+  SgdOptimizer full(params, options, owned), shard(params, options, owned);
+  std::vector<std::vector<float>> a(3), b(3), grads(3), owned_grads(3);
+  for (size_t i = 0; i < 3; ++i) {
+    for (size_t k = 0; k < params[i].count; ++k) a[i].push_back(std::sin(0.37f * k + i));
+    b[i].assign(a[i].begin() + owned[i].begin, a[i].begin() + owned[i].end);
+  }
+  for (int step = 0; step < 4; ++step) {
+    for (size_t i = 0; i < 3; ++i) {
+      grads[i].clear();
+      for (size_t k = 0; k < params[i].count; ++k) {
+        grads[i].push_back(std::cos(0.11f * k + step + i) * 0.3f);
+      }
+      owned_grads[i].assign(grads[i].begin() + owned[i].begin, grads[i].begin() + owned[i].end);
+    }
+    const std::vector<bool> has_grad = {true, step > 0, true};
+    full.Step({a[0].data(), a[1].data(), a[2].data()},
+              {grads[0].data(), grads[1].data(), grads[2].data()}, has_grad);
+    shard.StepShard({b[0].data(), b[1].data(), nullptr},
+                    {owned_grads[0].data(), owned_grads[1].data(), nullptr}, has_grad);
+    for (size_t i = 0; i < 3; ++i) {
+      ASSERT_EQ(std::vector<float>(a[i].begin() + owned[i].begin, a[i].begin() + owned[i].end),
+                b[i])
+          << "parameter " << i << " step " << step;
+    }
+  }
+  EXPECT_EQ(full.momentum_buffers(), shard.momentum_buffers());
+}
+
 TEST(SgdTest, ShardedRestoreRefusesABufferOfNeitherSize) {
   SgdOptions options;
   options.momentum = 0.9;
