@@ -19,207 +19,31 @@
 // The checkpoints (parameters gathered whole on every rank, momentum gathered as zero1/zero2
 // do) are ddp's format and values; measured memory is common/memory_plan.h's, to the byte.
 #include <algorithm>
-#include <cmath>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
 #include <iostream>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
-#include "common/memory_plan.h"
 #include "gtest/gtest.h"
-#include "worker/checkpoint/checkpoint.h"
-#include "worker/checkpoint/checkpoint_series.h"
-#include "worker/checkpoint/training_state.h"
 #include "worker/collective/gloo/gloo_test_util.h"
-#include "worker/collective/in_memory_key_value_store.h"
-#include "worker/collective/shm/shm_collective.h"
 #include "worker/coordinator_client/fake_coordinator.h"
 #include "worker/rank/gloo_ranks_test_util.h"
-#include "worker/rank/training_loop.h"
+#include "worker/rank/sharded_equivalence_test_util.h"
 
 namespace ringleader {
 namespace {
 
 using testing_util::Watchdog;
-
-constexpr uint64_t kSteps = 200;
-constexpr uint64_t kCheckpointInterval = 100;
-// Relative difference allowed between gloo fsdp and gloo ddp at 4 ranks after 200 steps
-// (zero2_equivalence_test.cc's: fsdp is zero2 bit for bit).
-constexpr double kGlooTolerance = 1e-4;
-
-enum class Backend { kGloo, kShm };
-
-// zero2_equivalence_test.cc's job: 16-64-33-4 (3369 elements, not divisible by 4), SGD with
-// momentum, dampening and weight decay; buckets [fc3] 136, [fc2] 2145, [fc1] 1088, one layer
-// each: per step forward gathers fc1, fc2, fc3, backward reuses fc3 and gathers fc2 again.
-v1::JobSpec EquivalenceSpec(uint32_t world, const std::string& strategy, const std::string& tag) {
-  v1::JobSpec spec;
-  spec.set_name("fsdp-equivalence");
-  spec.set_world_size(world);
-  spec.set_backend("gloo");
-  spec.set_strategy(strategy);
-  for (uint32_t width : {16u, 64u, 33u, 4u}) spec.mutable_model()->add_layers(width);
-  spec.mutable_data()->set_dataset("synthetic");
-  spec.mutable_data()->set_max_train_examples(2048);
-  spec.mutable_data()->set_max_test_examples(256);
-  spec.set_batch_size(8);
-  spec.set_epochs(64);
-  spec.set_max_steps(kSteps);
-  spec.set_drift_interval_steps(50);
-  spec.set_checkpoint_interval_steps(kCheckpointInterval);
-  spec.set_collective_timeout_ms(30000);
-  spec.mutable_optimizer()->set_learning_rate(0.05);
-  spec.mutable_optimizer()->set_momentum(0.9);
-  spec.mutable_optimizer()->set_weight_decay(0.0005);
-  spec.mutable_optimizer()->set_dampening(0.1);
-  spec.mutable_sync()->set_first_bucket_mb(0.0005);
-  spec.mutable_sync()->set_bucket_cap_mb(0.001);
-  spec.set_checkpoint_dir((std::filesystem::path(std::getenv("TEST_TMPDIR")) /
-                           absl::StrCat(strategy, "-", world, "-", tag))
-                              .string());
-  ApplyJobSpecDefaults(&spec);
-  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
-  return spec;
-}
-
-struct TrainingRun {
-  std::vector<RankRunResult> results;
-  std::vector<std::vector<v1::StepReport>> steps;  // per rank
-  std::vector<v1::EpochReport> epochs;             // rank 0's
-  CheckpointData final_checkpoint;                 // rank 0's final.ckpt
-  CheckpointData periodic_checkpoint;              // the one after step 100
-};
-
-std::function<void(uint32_t, TrainingLoopOptions*)> OnShm() {
-  auto store = std::make_shared<InMemoryKeyValueStore>();
-  return [store](uint32_t, TrainingLoopOptions* options) {
-    options->make_collective =
-        [store](const v1::Assignment& a, const ComputePlacement&,
-                const RendezvousProgress& progress) -> absl::StatusOr<std::unique_ptr<Collective>> {
-      ShmOptions shm;
-      shm.collective_timeout = absl::Milliseconds(a.spec().collective_timeout_ms());
-      shm.on_progress = progress;
-      absl::StatusOr<ShmRendezvous> made = CreateShmCollective(
-          store, "job-1/1/", static_cast<int>(a.rank()), static_cast<int>(a.world_size()), shm);
-      if (!made.ok()) return made.status();
-      if (made->collective == nullptr) return absl::UnavailableError(made->unavailable);
-      return std::move(made->collective);
-    };
-  };
-}
-
-TrainingRun Train(const v1::JobSpec& spec, Backend backend, bool checkpoints = true) {
-  FakeCoordinator fake(JobSpecFingerprint(spec));
-  TrainingRun run;
-  run.results =
-      RunRanksOverGloo(spec, &fake, {}, backend == Backend::kShm ? OnShm() : nullptr);
-  for (uint32_t rank = 0; rank < spec.world_size(); ++rank) {
-    EXPECT_TRUE(run.results[rank].status.ok())
-        << spec.strategy() << " rank " << rank << ": " << run.results[rank].status;
-    run.steps.push_back(fake.steps(rank));
-  }
-  run.epochs = fake.epochs(0);
-  if (!checkpoints) return run;
-  const std::string dir = spec.checkpoint_dir() + "/job-1/";
-  absl::StatusOr<CheckpointData> final_checkpoint = ReadCheckpoint(dir + "final.ckpt");
-  EXPECT_TRUE(final_checkpoint.ok()) << final_checkpoint.status();
-  if (final_checkpoint.ok()) run.final_checkpoint = *std::move(final_checkpoint);
-  absl::StatusOr<CheckpointData> periodic =
-      ReadCheckpoint(dir + PeriodicCheckpointName(kCheckpointInterval));
-  EXPECT_TRUE(periodic.ok()) << periodic.status();
-  if (periodic.ok()) run.periodic_checkpoint = *std::move(periodic);
-  return run;
-}
-
-double RelativeDifference(double a, double b) {
-  return std::abs(a - b) / std::max(1e-3, std::max(std::abs(a), std::abs(b)));
-}
-
-// Same names, shapes and order; values bit-identical when `exact`, else within kGlooTolerance.
-double CompareTensors(const CheckpointData& a_run, const CheckpointData& b_run, bool exact,
-                      const std::string& what) {
-  EXPECT_EQ(a_run.step, b_run.step) << what;
-  EXPECT_EQ(a_run.epoch, b_run.epoch) << what;
-  EXPECT_EQ(a_run.tensors.size(), b_run.tensors.size()) << what;
-  EXPECT_EQ(a_run.tensors.size(), 12u) << what << ": 6 parameters and their momentum";
-  double worst = 0;
-  for (size_t t = 0; t < std::min(a_run.tensors.size(), b_run.tensors.size()); ++t) {
-    const CheckpointTensor& a = a_run.tensors[t];
-    const CheckpointTensor& b = b_run.tensors[t];
-    EXPECT_EQ(a.name, b.name) << what;
-    EXPECT_EQ(a.shape, b.shape) << what << " " << a.name;
-    if (a.data.size() != b.data.size()) {
-      ADD_FAILURE() << what << " " << a.name << ": sizes differ";
-      continue;
-    }
-    if (exact) {
-      EXPECT_EQ(std::memcmp(a.data.data(), b.data.data(), a.data.size() * sizeof(float)), 0)
-          << what << ": " << a.name << " differs";
-    }
-    for (size_t k = 0; k < a.data.size(); ++k) {
-      worst = std::max(worst, RelativeDifference(a.data[k], b.data[k]));
-    }
-  }
-  EXPECT_LE(worst, kGlooTolerance) << what;
-  return worst;
-}
-
-// Loss, norms, drift and collectives per step; returns the worst relative loss difference.
-double CompareSteps(const TrainingRun& ddp, const TrainingRun& fsdp, uint32_t world, bool exact) {
-  double worst = 0;
-  for (uint32_t rank = 0; rank < world; ++rank) {
-    EXPECT_EQ(ddp.steps[rank].size(), kSteps);
-    EXPECT_EQ(fsdp.steps[rank].size(), kSteps);
-    if (ddp.steps[rank].size() != kSteps || fsdp.steps[rank].size() != kSteps) return 1;
-    for (size_t s = 0; s < kSteps; ++s) {
-      const v1::StepReport& a = ddp.steps[rank][s];
-      const v1::StepReport& b = fsdp.steps[rank][s];
-      if (exact) {
-        EXPECT_EQ(a.loss(), b.loss()) << "rank " << rank << " step " << s + 1;
-        EXPECT_EQ(a.local_grad_norm(), b.local_grad_norm()) << "rank " << rank << " step " << s + 1;
-      }
-      worst = std::max(worst, RelativeDifference(a.loss(), b.loss()));
-      EXPECT_LE(RelativeDifference(a.loss(), b.loss()), kGlooTolerance)
-          << "rank " << rank << " step " << s + 1;
-      EXPECT_EQ(b.synced_grad_norm(), fsdp.steps[0][s].synced_grad_norm())
-          << "rank " << rank << " step " << s + 1;
-      EXPECT_NEAR(b.synced_grad_norm(), a.synced_grad_norm(),
-                  (exact ? 1e-5 : kGlooTolerance) * a.synced_grad_norm())
-          << "rank " << rank << " step " << s + 1;
-      EXPECT_EQ(b.collective_digest(), fsdp.steps[0][s].collective_digest())
-          << "rank " << rank << " step " << s + 1;
-      EXPECT_EQ(b.collectives(), 8u)
-          << "three reduce-scatters, the stats all-reduce and four layer gathers";
-      EXPECT_EQ(a.has_drift(), b.has_drift());
-      if (b.has_drift()) {
-        EXPECT_EQ(b.drift(), 0.0) << "every rank assembles the same model";
-      }
-    }
-  }
-  EXPECT_LT(fsdp.steps[0].back().loss(), fsdp.steps[0].front().loss()) << "it trains";
-  return worst;
-}
-
-void ExpectMeasuredIsPredicted(const TrainingRun& run, const v1::JobSpec& spec) {
-  for (uint32_t rank = 0; rank < spec.world_size(); ++rank) {
-    absl::StatusOr<v1::RankMemory> predicted =
-        PredictRankMemory(spec, spec.strategy(), spec.world_size(), rank);
-    ASSERT_TRUE(predicted.ok()) << predicted.status();
-    const v1::RankMemory& measured = run.results[rank].outcome.memory;
-    EXPECT_EQ(measured.parameter_bytes(), predicted->parameter_bytes()) << "rank " << rank;
-    EXPECT_EQ(measured.gradient_bytes(), predicted->gradient_bytes()) << "rank " << rank;
-    EXPECT_EQ(measured.optimizer_bytes(), predicted->optimizer_bytes()) << "rank " << rank;
-    EXPECT_EQ(measured.comm_buffer_bytes(), predicted->comm_buffer_bytes()) << "rank " << rank;
-    EXPECT_EQ(measured.total_bytes(), predicted->total_bytes()) << "rank " << rank;
-    EXPECT_GT(measured.optimizer_bytes(), 0u);
-  }
-}
+using equivalence::Backend;
+using equivalence::CompareSteps;
+using equivalence::CompareTensors;
+using equivalence::EquivalenceSpec;
+using equivalence::ExpectBitIdentical;
+using equivalence::ExpectMeasuredIsPredicted;
+using equivalence::kEquivalenceSteps;
+using equivalence::kTrainableElements;
+using equivalence::Train;
+using equivalence::TrainingRun;
 
 void ExpectFsdpMatchesDdp(uint32_t world, Backend backend, bool against_zero2) {
   Watchdog watchdog(absl::Seconds(240), "fsdp vs ddp training");
@@ -231,12 +55,14 @@ void ExpectFsdpMatchesDdp(uint32_t world, Backend backend, bool against_zero2) {
   if (::testing::Test::HasFailure()) return;
 
   const bool exact = backend == Backend::kShm || world == 2;
-  const double loss_diff = CompareSteps(ddp, fsdp, world, exact);
+  const double loss_diff = CompareSteps(
+      ddp, fsdp, world, exact, 8,
+      "three reduce-scatters, the stats all-reduce and four layer gathers");
   const double final_diff =
       CompareTensors(ddp.final_checkpoint, fsdp.final_checkpoint, exact, "final.ckpt");
   const double periodic_diff = CompareTensors(ddp.periodic_checkpoint, fsdp.periodic_checkpoint,
                                               exact, "the checkpoint after step 100");
-  std::cout << tag << " " << world << " ranks, fsdp vs ddp after " << kSteps
+  std::cout << tag << " " << world << " ranks, fsdp vs ddp after " << kEquivalenceSteps
             << " steps: worst relative difference of losses " << loss_diff << ", of final "
             << "tensors " << final_diff << ", of step-100 tensors " << periodic_diff << "\n";
   // Evaluation gathers layer by layer: the same figures (exactly where the model is).
@@ -253,25 +79,12 @@ void ExpectFsdpMatchesDdp(uint32_t world, Backend backend, bool against_zero2) {
     // zero2 bit for bit, and two zero2 runs are, zero2_equivalence_test.cc.)
     const TrainingRun again = Train(EquivalenceSpec(world, "fsdp", tag + "-again"), backend);
     if (::testing::Test::HasFailure()) return;
-    for (uint32_t rank = 0; rank < world; ++rank) {
-      for (size_t s = 0; s < kSteps; ++s) {
-        ASSERT_EQ(fsdp.steps[rank][s].loss(), again.steps[rank][s].loss()) << "step " << s + 1;
-        ASSERT_EQ(fsdp.steps[rank][s].synced_grad_norm(),
-                  again.steps[rank][s].synced_grad_norm());
-      }
-    }
-    CompareTensors(fsdp.final_checkpoint, again.final_checkpoint, /*exact=*/true, "rerun");
+    ExpectBitIdentical(fsdp, again, world, "rerun");
   } else {
     // fsdp computes with the very bytes a zero2 rank holds: identical even where ddp is not.
     const TrainingRun zero2 = Train(EquivalenceSpec(world, "zero2", tag), backend);
     if (::testing::Test::HasFailure()) return;
-    for (uint32_t rank = 0; rank < world; ++rank) {
-      for (size_t s = 0; s < kSteps; ++s) {
-        ASSERT_EQ(fsdp.steps[rank][s].loss(), zero2.steps[rank][s].loss()) << "step " << s + 1;
-        ASSERT_EQ(fsdp.steps[rank][s].synced_grad_norm(), zero2.steps[rank][s].synced_grad_norm());
-      }
-    }
-    CompareTensors(zero2.final_checkpoint, fsdp.final_checkpoint, /*exact=*/true, "vs zero2");
+    ExpectBitIdentical(zero2, fsdp, world, "vs zero2");
   }
 
   uint64_t owned_total = 0;
@@ -282,7 +95,7 @@ void ExpectFsdpMatchesDdp(uint32_t world, Backend backend, bool against_zero2) {
     std::cout << tag << " " << world << " ranks, rank " << rank << ": ddp " << d.ShortDebugString()
               << "\n    fsdp " << f.ShortDebugString() << "\n";
   }
-  EXPECT_EQ(owned_total, 3369u);
+  EXPECT_EQ(owned_total, kTrainableElements);
   ExpectMeasuredIsPredicted(ddp, ddp_spec);
   ExpectMeasuredIsPredicted(fsdp, fsdp_spec);
 }
