@@ -19,7 +19,7 @@
 # A strategy the spec validator refuses (`ringleader plan` exits non-zero) is skipped with a
 # line saying why, so a new one shows up once it is accepted.
 #
-#   bench/strategy_compare.sh [--strategies ddp,zero1,zero2] [--ranks "2 4"]
+#   bench/strategy_compare.sh [--strategies ddp,zero1,zero2,fsdp] [--ranks "2 4"]
 #       [--layers 784,2048 x 12,10] [--bucket_cap_mb 16] [--steps 8] [--batch_size 32]
 #       [--small_steps 400]
 #       [--rounds 3] [--bin DIR] [--keep] [--dry_run]
@@ -34,7 +34,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-strategies="ddp,zero1,zero2"
+strategies="ddp,zero1,zero2,fsdp"
 ranks_list="2 4"
 layers="784,2048,2048,2048,2048,2048,2048,2048,2048,2048,2048,2048,2048,10"
 bucket_cap=16

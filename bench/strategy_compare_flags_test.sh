@@ -22,7 +22,7 @@ expect() {  # expect EXIT_CODE TEXT ARGS...: the run exits EXIT_CODE and prints 
 
 expect 0 "P = 47788042 parameters" --dry_run
 expect 2 "--bucket_cap_mb: expected a positive number" --dry_run --bucket_cap_mb 0
-expect 0 "strategies ddp,zero1,zero2 at ranks 2 4" --dry_run
+expect 0 "strategies ddp,zero1,zero2,fsdp at ranks 2 4" --dry_run
 expect 0 "mlp 784-64-10 (P = 50890 parameters)" --dry_run --layers 784,64,10 --ranks "1 2 8"
 expect 2 "--strategies: expected names separated by commas" --dry_run --strategies "ddp;zero1"
 expect 2 "--strategies: expected names separated by commas" --dry_run --strategies "ddp,,zero1"
