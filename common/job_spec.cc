@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -91,6 +92,25 @@ absl::Status ValidateModel(const JobSpec& spec, const JobSpecLimits& limits) {
     return Invalid(
         "model.frozen_parameters: every parameter is frozen, nothing would train; "
         "leave at least one out");
+  }
+
+  if (model.init_optimizer_state()) {
+    if (model.init_from().empty()) {
+      return Invalid(
+          "model.init_optimizer_state: needs model.init_from naming a ringleader checkpoint "
+          "(whose momentum it loads); set init_from or drop init_optimizer_state");
+    }
+    if (absl::EndsWith(model.init_from(), ".safetensors")) {
+      return Invalid(absl::StrCat(
+          "model.init_optimizer_state: model.init_from ", model.init_from(),
+          " is a .safetensors file, which holds parameters only; name a ringleader checkpoint "
+          "(e.g. <checkpoint_dir>/<job>/final.ckpt) or drop init_optimizer_state"));
+    }
+    if (spec.optimizer().momentum() == 0) {
+      return Invalid(
+          "model.init_optimizer_state: optimizer.momentum is 0, so the job keeps no momentum to "
+          "load; set optimizer.momentum > 0 or drop init_optimizer_state");
+    }
   }
 
   const FaultSpec& faults = model.faults();
@@ -272,6 +292,15 @@ absl::Status ValidateRecovery(const JobSpec& spec) {
   }
   if (spec.keep_last_checkpoints() < 1) {
     return Invalid("keep_last_checkpoints: must be >= 1 (omit it for the default 2)");
+  }
+  const std::string& format = spec.checkpoint_format();
+  if (!format.empty() && format != "consolidated" && format != "sharded") {
+    return Invalid(absl::StrCat("checkpoint_format: unknown format '", format,
+                                "' (expected consolidated or sharded)"));
+  }
+  if (format == "sharded" && spec.strategy() == "ddp") {
+    return Invalid(
+        "checkpoint_format: sharded: ddp holds everything on every rank; use consolidated");
   }
   if (spec.checkpoint_interval_steps() > 0 && spec.checkpoint_dir().empty()) {
     return Invalid(absl::StrCat("checkpoint_interval_steps: ", spec.checkpoint_interval_steps(),

@@ -520,6 +520,46 @@ TEST(ValidateJobSpecTest, RestartsAndPeriodicCheckpoints) {
   EXPECT_TRUE(ValidateJobSpec(spec).ok());
 }
 
+TEST(ValidateJobSpecTest, InitOptimizerStateNeedsARingleaderCheckpoint) {
+  JobSpec spec = ValidSpec();
+  spec.mutable_model()->set_init_optimizer_state(true);
+  ExpectInvalid(spec, "model.init_optimizer_state: needs model.init_from naming a ringleader "
+                      "checkpoint (whose momentum it loads); set init_from or drop "
+                      "init_optimizer_state");
+  spec.mutable_model()->set_init_from("/shared/weights.safetensors");
+  ExpectInvalid(spec, "model.init_optimizer_state: model.init_from /shared/weights.safetensors "
+                      "is a .safetensors file, which holds parameters only; name a ringleader "
+                      "checkpoint");
+  spec.mutable_model()->set_init_from("/shared/checkpoints/job-1/final.ckpt");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  spec.mutable_optimizer()->set_momentum(0);
+  ExpectInvalid(spec, "model.init_optimizer_state: optimizer.momentum is 0");
+  // Another strategy and world size than the checkpoint's job are the point: accepted.
+  spec = ValidSpec();
+  spec.set_world_size(4);
+  spec.set_strategy("zero2");
+  spec.mutable_model()->set_init_from("/shared/checkpoints/job-1/final.ckpt");
+  spec.mutable_model()->set_init_optimizer_state(true);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+}
+
+TEST(ValidateJobSpecTest, CheckpointFormat) {
+  JobSpec spec = ValidSpec();
+  spec.set_checkpoint_format("zip");
+  ExpectInvalid(spec, "checkpoint_format: unknown format 'zip' (expected consolidated or sharded)");
+  spec.set_checkpoint_format("sharded");
+  ExpectInvalid(spec,
+                "checkpoint_format: sharded: ddp holds everything on every rank; use consolidated");
+  spec.set_checkpoint_format("consolidated");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  for (const char* strategy : {"zero1", "zero2", "fsdp"}) {
+    spec = ValidSpec();
+    spec.set_strategy(strategy);
+    spec.set_checkpoint_format("sharded");
+    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << strategy << ": " << ValidateJobSpec(spec);
+  }
+}
+
 TEST(ModelParameterNamesTest, ListsWeightAndBiasPerLinearLayer) {
   v1::ModelSpec model;
   model.set_kind("mlp");

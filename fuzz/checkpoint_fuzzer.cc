@@ -93,6 +93,9 @@ void CheckRead(const std::string& path) {
   Mlp fresh({4, 3, 2}, /*seed=*/2, MlpOptions{/*with_buffers=*/true});
   const absl::Status loaded = LoadInitialWeights(*weights, &fresh);
   FUZZ_CHECK(loaded.ok() || loaded.code() == absl::StatusCode::kFailedPrecondition, loaded);
+  // ... with its momentum (model.init_optimizer_state).
+  const absl::Status momentum = InitialMomentum(*weights, &fresh).status();
+  FUZZ_CHECK(momentum.ok() || momentum.code() == absl::StatusCode::kFailedPrecondition, momentum);
 }
 
 }  // namespace

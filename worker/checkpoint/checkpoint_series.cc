@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "worker/checkpoint/sharded_checkpoint.h"
 
 namespace ringleader {
 namespace {
@@ -76,7 +77,19 @@ absl::StatusOr<std::string> WritePeriodicCheckpoint(const DirectoryHandle& dir,
     if (fingerprint.ok() && *fingerprint == data.spec_fingerprint) own.push_back(&file);
   }
   const size_t keep = std::max<uint32_t>(1, keep_last);
+  if (own.size() <= keep) return path;
+  // A sharded checkpoint's shards go with their manifest (sharded_checkpoint.h), and so do the
+  // shards of an older step whose manifest was never written (a crash between the two).
+  const absl::StatusOr<std::vector<std::string>> names = dir.ListNames();
+  const uint64_t oldest_kept = own[own.size() - keep]->step;
   for (size_t i = 0; i + keep < own.size(); ++i) dir.Remove(own[i]->name).IgnoreError();
+  if (!names.ok()) return path;
+  for (const std::string& name : *names) {
+    const size_t shard = name.find(".shard-");
+    if (shard == std::string::npos) continue;
+    const std::optional<uint64_t> step = StepOfName(name.substr(0, shard) + kSuffix);
+    if (step.has_value() && *step < oldest_kept) dir.Remove(name).IgnoreError();
+  }
   return path;
 }
 
@@ -102,6 +115,14 @@ absl::StatusOr<ResumeSearch> FindResumePoint(const DirectoryHandle& dir,
       search.skipped.push_back(absl::StrCat(it->path, ": written by a job with spec fingerprint ",
                                             data->spec_fingerprint, ", not ", fingerprint));
       continue;
+    }
+    if (IsShardedManifest(*data)) {
+      // The manifest commits its shards: each must be there, whole, as recorded.
+      const absl::Status shards = VerifyShards(dir, *data);
+      if (!shards.ok()) {
+        search.skipped.push_back(absl::StrCat(it->path, ": ", shards.message()));
+        continue;
+      }
     }
     search.found = ResumePoint{it->path, *std::move(data)};
     break;

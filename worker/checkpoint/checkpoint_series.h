@@ -7,6 +7,10 @@
 //   <checkpoint_dir>/<job>/step-000000000050.ckpt   ← newest: resumed from, unless corrupt
 //   <checkpoint_dir>/<job>/final.ckpt               (the end of a successful job; not resumed)
 //
+// A periodic checkpoint may be a sharded one's manifest (sharded_checkpoint.h): its shard files
+// step-<N>.shard-<r>-of-<W> sit next to it, are deleted with it, and must all be whole for it
+// to be resumed from.
+//
 // Each file is written atomically (checkpoint.h), so a crash while writing leaves the previous
 // files whole. A file damaged later (disk, a partial copy) fails its CRC; the resume then
 // takes the newest file that reads back whole and names the ones it skipped.
@@ -53,7 +57,9 @@ absl::StatusOr<std::vector<PeriodicCheckpoint>> ListPeriodicCheckpoints(
 // Writes `data` as <dir>/step-<data.step>.ckpt (creating `dir` and its missing parents), then
 // deletes the oldest periodic checkpoints of the same spec fingerprint so that `keep_last`
 // (>= 1) of them remain (files with another fingerprint, or an unreadable header, are left
-// alone: another job's data is never deleted). Returns the path written. Errors:
+// alone: another job's data is never deleted); the shard files of a deleted manifest, and shard
+// files of steps older than the oldest kept checkpoint (written before a crash, never
+// committed), go too. Returns the path written. Errors:
 // DirectoryHandle::Open's (FAILED_PRECONDITION when `dir` is a symbolic link), WriteCheckpoint's;
 // a failed deletion is not an error (the file is left; the next write tries again).
 absl::StatusOr<std::string> WritePeriodicCheckpoint(const std::string& dir,
@@ -75,7 +81,9 @@ struct ResumeSearch {
 };
 
 // The newest periodic checkpoint in `dir` that reads back whole (CRC) and was written by a
-// job with `fingerprint` (another fingerprint: another configuration, skipped). A missing
+// job with `fingerprint` (another fingerprint: another configuration, skipped); a sharded
+// checkpoint's manifest only if every shard it names is there with its recorded size and
+// checksum (VerifyShards; else skipped as "<manifest path>: shard <path> ..."). A missing
 // directory, or none usable, finds nothing. Errors: ListPeriodicCheckpoints'.
 absl::StatusOr<ResumeSearch> FindResumePoint(const std::string& dir,
                                              const std::string& fingerprint);

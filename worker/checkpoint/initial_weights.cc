@@ -126,10 +126,12 @@ absl::StatusOr<CheckpointData> ReadInitialWeights(const std::string& path) {
   switch (DetectFormat(path, head)) {
     case Format::kCheckpoint: {
       ASSIGN_OR_RETURN(data, ReadCheckpoint(path));
+      data.attributes[kInitFromFormatAttribute] = kFormatCheckpoint;
       break;
     }
     case Format::kSafetensors: {
       ASSIGN_OR_RETURN(data, ReadSafetensorsAsCheckpoint(path));
+      data.attributes[kInitFromFormatAttribute] = kFormatSafetensors;
       break;
     }
     case Format::kUnknown:
@@ -141,6 +143,50 @@ absl::StatusOr<CheckpointData> ReadInitialWeights(const std::string& path) {
   }
   data.attributes[kInitFromPathAttribute] = path;
   return data;
+}
+
+absl::StatusOr<std::vector<std::vector<float>>> InitialMomentum(const CheckpointData& weights,
+                                                                Mlp* model) {
+  const std::string prefix = Prefix(weights);
+  const auto format = weights.attributes.find(kInitFromFormatAttribute);
+  if (format != weights.attributes.end() && format->second == kFormatSafetensors) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        prefix, "is a safetensors file, which holds parameters only; model.init_optimizer_state "
+                "needs a ringleader checkpoint (e.g. <checkpoint_dir>/<job>/final.ckpt) or drop "
+                "init_optimizer_state"));
+  }
+  const std::vector<ParameterInfo>& params = model->parameters();
+  std::set<std::string> expected;
+  std::vector<std::vector<float>> momentum(params.size());
+  bool any = false;
+  for (size_t i = 0; i < params.size(); ++i) {
+    expected.insert(MomentumBufferName(params[i].name));
+    const CheckpointTensor* t = weights.FindTensor(MomentumBufferName(params[i].name));
+    if (t == nullptr) continue;
+    const std::vector<uint64_t> shape(params[i].shape.begin(), params[i].shape.end());
+    if (t->shape != shape || t->data.size() != params[i].count) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          prefix, t->name, " has shape ", ShapeString(t->shape), " (", t->data.size(),
+          " values) in the file but the model's ", params[i].name, " is ", ShapeString(shape)));
+    }
+    momentum[i] = t->data;
+    any = true;
+  }
+  for (const CheckpointTensor& t : weights.tensors) {
+    if (IsMomentumBufferName(t.name) && expected.count(t.name) == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(prefix, "the file has ", t.name,
+                       ", for a parameter the model does not have; was it written for other "
+                       "model.layers?"));
+    }
+  }
+  if (!any) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        prefix, "holds no optimizer momentum (no <parameter>.momentum_buffer tensor; was it "
+                "written by a job with optimizer.momentum 0, or before its first step?); drop "
+                "model.init_optimizer_state to start the optimizer afresh"));
+  }
+  return momentum;
 }
 
 absl::Status CheckInitialWeights(const CheckpointData& weights, Mlp* model) {

@@ -12,6 +12,7 @@
 #include "worker/checkpoint/file_io.h"
 #include "worker/checkpoint/test_model.h"
 #include "worker/checkpoint/training_state.h"
+#include "worker/trainer/sgd.h"
 
 namespace ringleader {
 namespace {
@@ -167,6 +168,69 @@ TEST(InitialWeightsTest, InconsistentInMemoryWeightsAreInvalid) {
   absl::Status s = CheckInitialWeights(weights, target.get());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "init_from: fc1.bias has shape [3] but 2 values");
+}
+
+TEST(InitialMomentumTest, TakesEveryMomentumBufferWholeWhateverTheFingerprint) {
+  std::unique_ptr<Mlp> source = MakeTestModel({4, 3, 2}, kSourceSeed, true);
+  const std::string path = WriteTrainedCheckpoint(source.get(), "with_momentum.ckpt");
+  absl::StatusOr<CheckpointData> weights = ReadInitialWeights(path);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  EXPECT_EQ(weights->attributes.at(kInitFromFormatAttribute), kFormatCheckpoint);
+  std::unique_ptr<Mlp> target = MakeTestModel({4, 3, 2}, kTargetSeed, true);
+  absl::StatusOr<std::vector<std::vector<float>>> momentum =
+      InitialMomentum(*weights, target.get());
+  ASSERT_TRUE(momentum.ok()) << momentum.status();
+  ASSERT_EQ(momentum->size(), target->parameters().size());
+  for (size_t i = 0; i < momentum->size(); ++i) {
+    const std::string name = MomentumBufferName(target->parameters()[i].name);
+    EXPECT_EQ((*momentum)[i], weights->FindTensor(name)->data) << name;
+  }
+}
+
+TEST(InitialMomentumTest, RefusesSafetensorsMissingAndMisshapenMomentumNamingIt) {
+  std::unique_ptr<Mlp> source = MakeTestModel({4, 3, 2}, kSourceSeed, false);
+  std::unique_ptr<Mlp> target = MakeTestModel({4, 3, 2}, kTargetSeed, false);
+
+  const std::string exported = WriteExported(source.get(), "parameters_only.safetensors");
+  absl::StatusOr<CheckpointData> weights = ReadInitialWeights(exported);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  absl::Status s = InitialMomentum(*weights, target.get()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(),
+            absl::StrCat("init_from ", exported,
+                         ": is a safetensors file, which holds parameters only; "
+                         "model.init_optimizer_state needs a ringleader checkpoint (e.g. "
+                         "<checkpoint_dir>/<job>/final.ckpt) or drop init_optimizer_state"));
+
+  // A checkpoint without momentum (a job with optimizer.momentum 0).
+  const std::string bare = TempPath("no_momentum.ckpt");
+  SgdOptimizer plain(source->parameters(), SgdOptions{});
+  ASSERT_TRUE(WriteCheckpoint(bare, CaptureTrainingState(source.get(), plain, 3, 0, "f")).ok());
+  weights = ReadInitialWeights(bare);
+  ASSERT_TRUE(weights.ok()) << weights.status();
+  s = InitialMomentum(*weights, target.get()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr(absl::StrCat("init_from ", bare, ": holds no optimizer momentum")));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("drop model.init_optimizer_state"));
+
+  CheckpointData misshapen = CaptureWithMomentum(source.get(), 5, "fingerprint");
+  for (CheckpointTensor& t : misshapen.tensors) {
+    if (t.name == "fc1.weight.momentum_buffer") t.shape = {4, 3};  // 12 values either way
+  }
+  s = InitialMomentum(misshapen, target.get()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.message(),
+            "init_from: fc1.weight.momentum_buffer has shape [4, 3] (12 values) in the file but "
+            "the model's fc1.weight is [3, 4]");
+
+  CheckpointData foreign = CaptureWithMomentum(source.get(), 5, "fingerprint");
+  foreign.tensors.push_back({"fc9.weight.momentum_buffer", {1}, {0.5f}});
+  s = InitialMomentum(foreign, target.get()).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("the file has fc9.weight.momentum_buffer, for a parameter the model "
+                        "does not have"));
 }
 
 }  // namespace

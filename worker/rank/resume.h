@@ -10,7 +10,9 @@
 //             rank's host reads: a shared file system for multi-host jobs)
 //
 // Every rank thus resumes from the same step even when a newer file is corrupt or being
-// copied: rank 0 alone chooses, and the others follow.
+// copied: rank 0 alone chooses, and the others follow. A sharded checkpoint is chosen only when
+// every shard matches its manifest (checkpoint_series.h); the decision then holds the manifest,
+// and each rank reads its shards from beside it (starting_state.h).
 #ifndef RINGLEADER_WORKER_RANK_RESUME_H_
 #define RINGLEADER_WORKER_RANK_RESUME_H_
 

@@ -13,15 +13,11 @@
 #include "absl/strings/str_format.h"
 #include "common/job_spec.h"
 #include "common/status_macros.h"
-#include "worker/checkpoint/checkpoint.h"
-#include "worker/checkpoint/checkpoint_series.h"
-#include "worker/checkpoint/file_io.h"
-#include "worker/checkpoint/initial_weights.h"
-#include "worker/checkpoint/training_state.h"
 #include "worker/coordinator_client/coordinator_key_value_store.h"
 #include "worker/data/dataset.h"
 #include "worker/data/distributed_sampler.h"
 #include "worker/data/fashion_mnist.h"
+#include "worker/rank/checkpoint_writer.h"
 #include "worker/rank/cpu_model_runner.h"
 #include "worker/rank/evaluation.h"
 #include "worker/rank/gpu/gpu_model_runner.h"
@@ -30,6 +26,7 @@
 #include "worker/rank/parameter_plan.h"
 #include "worker/rank/rank_activity.h"
 #include "worker/rank/resume.h"
+#include "worker/rank/starting_state.h"
 #include "worker/rank/step_runner.h"
 #include "worker/sync/buffer_sync.h"
 #include "worker/sync/fsdp_parameters.h"
@@ -82,18 +79,9 @@ class RankTrainer {
     StartReporting();
     RETURN_IF_ERROR(Annotate(Setup(), absl::StrCat("rank ", rank_, ": setting up")));
     absl::Status trained = Train();
-    if (trained.ok() && steps_->sharded() && !spec_.checkpoint_dir().empty()) {
-      // zero1, zero2: the final checkpoint holds every rank's momentum shard, gathered while the
-      // collective is still open (every rank takes part; rank 0 writes).
-      Enter(v1::RANK_PHASE_CHECKPOINTING, "gathering the optimizer state");
-      absl::StatusOr<std::vector<std::vector<float>>> gathered = steps_->GatherMomentum();
-      trained = Annotate(gathered.status(), absl::StrCat("rank ", rank_, ": checkpoint"));
-      if (gathered.ok()) final_momentum_ = *std::move(gathered);
-      if (trained.ok() && fsdp_ != nullptr) {
-        // fsdp: the parameters too, whole, kept for final.ckpt (the run is over).
-        trained = Annotate(runner_->GatherFullParameters(),
-                           absl::StrCat("rank ", rank_, ": checkpoint"));
-      }
+    if (trained.ok()) {
+      // zero1, zero2, fsdp: final.ckpt's state, gathered while the collective is still open.
+      trained = Annotate(writer_->PrepareFinal(), absl::StrCat("rank ", rank_, ": checkpoint"));
     }
     if (trained.ok()) {
       outcome_.momentum_elements = runner_->momentum_elements();
@@ -287,16 +275,10 @@ class RankTrainer {
     Enter(v1::RANK_PHASE_RESUMING);
     ASSIGN_OR_RETURN(resume_, DecideResume(assignment_, spec_, fingerprint_, &store,
                                            collective_timeout_));
-    std::optional<SgdOptimizer> resumed_optimizer;
-    if (resume_.checkpoint.has_value()) {
-      resumed_optimizer.emplace(model->parameters(), sgd);
-      RETURN_IF_ERROR(Annotate(RestoreTrainingState(*resume_.checkpoint, fingerprint_,
-                                                    model.get(), &*resumed_optimizer),
-                               absl::StrCat("resuming from ", resume_.path)));
-      resume_step_ = resume_.checkpoint->step;
-    } else if (!spec_.model().init_from().empty()) {
-      RETURN_IF_ERROR(LoadInitFrom(spec_.model().init_from(), model.get()));
-    }
+    // The resumed checkpoint, or model.init_from (starting_state.h).
+    ASSIGN_OR_RETURN(std::optional<StartingOptimizerState> optimizer_state,
+                     LoadStartingState(spec_, rank_, fingerprint_, resume_, sgd, model.get()));
+    if (resume_.checkpoint.has_value()) resume_step_ = resume_.checkpoint->step;
     if (spec_.backend() == "nccl") {
       GpuRunnerOptions gpu;
       gpu.gpu = options_.gpu;
@@ -311,13 +293,12 @@ class RankTrainer {
       RETURN_IF_ERROR(Annotate(runner_->ShardOptimizerState(shards_->owned[rank_]),
                                absl::StrCat("strategy ", spec_.strategy())));
     }
-    if (resumed_optimizer.has_value()) {
-      RETURN_IF_ERROR(Annotate(runner_->RestoreOptimizerState(
-                                   resumed_optimizer->momentum_buffers(),
-                                   resumed_optimizer->step_count()),
-                               absl::StrCat("resuming from ", resume_.path)));
-      resume_.checkpoint.reset();  // restored: the tensors are not needed any more
+    if (optimizer_state.has_value()) {
+      RETURN_IF_ERROR(Annotate(runner_->RestoreOptimizerState(optimizer_state->momentum,
+                                                              optimizer_state->step_count),
+                               optimizer_state->source));
     }
+    resume_.checkpoint.reset();  // restored: the tensors are not needed any more
     sampler_ = std::make_unique<DistributedSampler>(data_.train.size, world_, rank_, spec_.seed(),
                                                     spec_.data().shuffle());
 
@@ -375,6 +356,10 @@ class RankTrainer {
                                           shards_.has_value() ? &*shards_ : nullptr,
                                           zero2_.get(), fsdp_.get(), options_.sleep);
     steps_->BindGradients();
+    writer_ = std::make_unique<CheckpointWriter>(CheckpointWriterContext{
+        &assignment_, &spec_, fingerprint_, runner_.get(), steps_.get(), comm_.get(),
+        shards_.has_value() ? &*shards_ : nullptr, fsdp_.get(), collective_timeout_,
+        [this](v1::RankPhase phase, std::string detail) { Enter(phase, std::move(detail)); }});
 
     Log(absl::StrFormat(
         "rank %d/%d of job %s (generation %d): %s, %d train / %d test examples, %d parameters "
@@ -393,15 +378,6 @@ class RankTrainer {
     data_.test = Slice(data_.test, shard.begin, shard.end);
     heap_growth_.MoveBaseline(heap_before_slice, HeapInUseBytes());  // the data set's, not ours
     return absl::OkStatus();
-  }
-
-  // model.init_from: the weights a new training starts from. Any failure is the job's (a path
-  // or file the user gave): FAILED_PRECONDITION, so the job is not restarted for it.
-  static absl::Status LoadInitFrom(const std::string& path, Mlp* model) {
-    absl::StatusOr<CheckpointData> weights = ReadInitialWeights(path);
-    absl::Status loaded = weights.ok() ? LoadInitialWeights(*weights, model) : weights.status();
-    if (loaded.ok()) return loaded;
-    return absl::FailedPreconditionError(absl::StrCat("model.init_from: ", loaded.message()));
   }
 
   absl::Status Train() {
@@ -425,7 +401,6 @@ class RankTrainer {
         faults.crash_at_step() > 0 && faults.crash_rank() == static_cast<int32_t>(rank_) &&
         (assignment_.generation() <= 1 || faults.crash_every_attempt());
     const uint32_t checkpoint_interval = spec_.checkpoint_interval_steps();
-    const std::string checkpoint_dir = JobCheckpointDir(spec_, assignment_.job_id());
 
     // A resumed attempt continues inside the epoch the checkpoint's step belongs to: the
     // sampler's order depends only on (seed, epoch), so the remaining batches are the same.
@@ -476,33 +451,13 @@ class RankTrainer {
         }
         const bool checkpoint_due =
             checkpoint_interval > 0 && step % checkpoint_interval == 0 && step < total_steps;
-        std::optional<std::vector<std::vector<float>>> momentum;
-        if (checkpoint_due && steps_->sharded()) {
-          // zero1, zero2: every rank hands its momentum shard to the checkpoint rank 0 writes.
-          Enter(v1::RANK_PHASE_CHECKPOINTING,
-                absl::StrCat("gathering the optimizer state after step ", step));
-          absl::StatusOr<std::vector<std::vector<float>>> gathered = steps_->GatherMomentum();
-          RETURN_IF_ERROR(Annotate(gathered.status(), absl::StrCat(where, ": checkpoint")));
-          momentum = *std::move(gathered);
-          if (fsdp_ != nullptr) {
-            // fsdp: every rank gathers the parameters whole, released after the write.
-            RETURN_IF_ERROR(Annotate(runner_->GatherFullParameters(),
-                                     absl::StrCat(where, ": checkpoint")));
-          }
-        }
-        if (rank_ == 0 && checkpoint_due) {
-          Enter(v1::RANK_PHASE_CHECKPOINTING, absl::StrCat("after step ", step, " in ",
-                                                           checkpoint_dir));
-          ASSIGN_OR_RETURN(const CheckpointData state,
-                           CaptureCheckpoint(step, step / steps_per_epoch, std::move(momentum)));
-          absl::StatusOr<const DirectoryHandle*> directory = CheckpointDirectory();
-          RETURN_IF_ERROR(Annotate(directory.status(), absl::StrCat(where, ": checkpoint")));
+        if (checkpoint_due) {
+          // Every rank takes part (checkpoint_writer.h); rank 0 names the file it wrote.
           absl::StatusOr<std::string> written =
-              WritePeriodicCheckpoint(**directory, state, spec_.keep_last_checkpoints());
+              writer_->WritePeriodic(step, step / steps_per_epoch);
           RETURN_IF_ERROR(Annotate(written.status(), absl::StrCat(where, ": checkpoint")));
-          report.set_checkpoint_written(*written);
+          if (!written->empty()) report.set_checkpoint_written(*written);
         }
-        if (checkpoint_due && fsdp_ != nullptr) runner_->ReleaseFullParameters();
         loss_sum += report.loss();
         ++epoch_steps;
         outcome_.steps = step;
@@ -543,29 +498,10 @@ class RankTrainer {
   }
 
   absl::Status WriteFinalCheckpoint() {
-    if (rank_ != 0 || spec_.checkpoint_dir().empty()) return absl::OkStatus();
-    const std::string path =
-        absl::StrCat(JobCheckpointDir(spec_, assignment_.job_id()), "/final.ckpt");
     // The epoch the next step would belong to.
     const uint64_t epoch = outcome_.steps == 0 ? 0 : spec_.epochs();
-    Enter(v1::RANK_PHASE_CHECKPOINTING, path);
-    ASSIGN_OR_RETURN(const CheckpointData state,
-                     CaptureCheckpoint(outcome_.steps, epoch, std::move(final_momentum_)));
-    ASSIGN_OR_RETURN(const DirectoryHandle* directory, CheckpointDirectory());
-    RETURN_IF_ERROR(WriteCheckpoint(*directory, "final.ckpt", state));
-    outcome_.checkpoint_path = directory->PathOf("final.ckpt");
+    ASSIGN_OR_RETURN(outcome_.checkpoint_path, writer_->WriteFinal(outcome_.steps, epoch));
     return absl::OkStatus();
-  }
-
-  // The state a checkpoint holds; under zero1 / zero2 with `momentum` gathered from every rank
-  // (StepRunner::GatherMomentum), so the file is the one a ddp job writes.
-  absl::StatusOr<CheckpointData> CaptureCheckpoint(
-      uint64_t step, uint64_t epoch, std::optional<std::vector<std::vector<float>>> momentum) {
-    if (!steps_->sharded()) return runner_->CaptureState(step, epoch, fingerprint_);
-    if (!momentum.has_value()) {
-      return absl::InternalError("sharded checkpoint without the gathered optimizer state");
-    }
-    return runner_->CaptureStateWithMomentum(step, epoch, fingerprint_, *std::move(momentum));
   }
 
   // The buffers this rank holds, by kind (common/memory_plan.h predicts the same figures).
@@ -601,18 +537,6 @@ class RankTrainer {
                         " of ", shards_->total, " elements)");
   }
 
-  // Rank 0's checkpoint directory, opened (and made) at the first write and kept for the
-  // attempt: every checkpoint goes into the directory opened then, never through a symbolic
-  // link swapped in for it later (resume.h: OpenJobCheckpointDir).
-  absl::StatusOr<const DirectoryHandle*> CheckpointDirectory() {
-    if (!checkpoint_dir_.has_value()) {
-      ASSIGN_OR_RETURN(DirectoryHandle opened,
-                       OpenJobCheckpointDir(spec_, assignment_.job_id(), /*create=*/true));
-      checkpoint_dir_.emplace(std::move(opened));
-    }
-    return &*checkpoint_dir_;
-  }
-
   const v1::Assignment& assignment_;
   CoordinatorClient* const client_;
   const TrainingLoopOptions& options_;
@@ -628,9 +552,6 @@ class RankTrainer {
   std::optional<ShardPlan> shards_;  // strategy zero1, zero2: which elements each rank steps
   std::optional<Zero2Plan> zero2_plan_;  // strategy zero2, fsdp: buckets and ownership
   std::optional<FsdpPlan> fsdp_plan_;    // strategy fsdp: the layers' buckets
-  // zero1 with a checkpoint_dir: every rank's momentum, gathered after the last step (rank 0
-  // writes it into final.ckpt).
-  std::optional<std::vector<std::vector<float>>> final_momentum_;
   std::unique_ptr<ModelRunner> runner_;  // before comm_ and reducer_: destroyed after them
   std::unique_ptr<DistributedSampler> sampler_;
   std::unique_ptr<Collective> comm_;
@@ -638,12 +559,12 @@ class RankTrainer {
   std::unique_ptr<Zero2Reducer> zero2_;  // strategy zero2 in place of reducer_; after comm_
   std::unique_ptr<FsdpParameters> fsdp_;  // strategy fsdp: the parameter shard; after comm_
   std::unique_ptr<StepRunner> steps_;  // uses all of the above
+  std::unique_ptr<CheckpointWriter> writer_;  // uses all of the above
   RankActivityTracker activity_;        // before reporter_, whose sender thread reads it
   bool paused_ = false;                 // the pause fault fired
   std::unique_ptr<ProgressReporter> reporter_;
   absl::Duration collective_timeout_ = absl::Seconds(60);
   ResumeDecision resume_;     // where this attempt started (DecideResume)
-  std::optional<DirectoryHandle> checkpoint_dir_;  // rank 0, from its first checkpoint on
   uint64_t resume_step_ = 0;  // the step it resumed after (0 = from the start)
   TrainingOutcome outcome_;
 };

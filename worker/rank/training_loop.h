@@ -28,10 +28,12 @@
 //       next collective for the whole evaluation, past a short collective timeout.)
 //     → end: the collective is closed (a barrier, then NCCL's finalize and destroy; failures
 //       abort it instead); the reporter is flushed (reporting.flush_timeout); rank 0 writes
-//       <checkpoint_dir>/<job>/final.ckpt; FinishRank(ok) (RunRank). Under zero1 every rank
-//       all-gathers its momentum shard before each checkpoint (the final one: before the
-//       collective is closed), so rank 0 writes the same file a ddp job writes. Under fsdp
-//       every rank also gathers the parameters whole for it (released after a periodic one).
+//       <checkpoint_dir>/<job>/final.ckpt; FinishRank(ok) (RunRank). Checkpoints:
+//       checkpoint_writer.h (under zero1 / zero2 / fsdp each rank's momentum, and fsdp's
+//       parameters, are gathered so rank 0 writes the file a ddp job writes — the final one
+//       before the collective is closed — or, with checkpoint_format sharded, every rank
+//       writes its own shard and rank 0 a manifest). A resumed attempt or model.init_from
+//       starts from starting_state.h.
 //
 // Gradient norms in the StepReport:
 //   local_grad_norm  this rank's accumulated gradient before synchronisation. With overlap the
