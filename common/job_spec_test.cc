@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/job_spec_test_util.h"
 #include "proto/ringleader.pb.h"
 
 namespace ringleader {
@@ -15,20 +16,8 @@ using ::ringleader::v1::JobSpec;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// A valid spec: defaults plus the one field without a default.
-JobSpec ValidSpec() {
-  JobSpec spec;
-  spec.set_world_size(2);
-  ApplyJobSpecDefaults(&spec);
-  return spec;
-}
-
-// Asserts INVALID_ARGUMENT whose message contains `text`.
-void ExpectInvalid(const JobSpec& spec, const std::string& text) {
-  absl::Status status = ValidateJobSpec(spec);
-  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
-  EXPECT_THAT(std::string(status.message()), HasSubstr(text));
-}
+using job_spec_testing::ExpectInvalid;
+using job_spec_testing::ValidSpec;
 
 TEST(ApplyJobSpecDefaultsTest, FillsEveryDocumentedDefault) {
   JobSpec spec;
@@ -141,197 +130,6 @@ TEST(ValidateJobSpecTest, BackendStrategyDataset) {
   spec = ValidSpec();
   spec.mutable_data()->set_dataset("cifar10");
   ExpectInvalid(spec, "data.dataset: unknown dataset 'cifar10'");
-}
-
-TEST(ValidateJobSpecTest, Zero1IsAcceptedForTheBuiltInTrainerOnGlooAndNccl) {
-  for (const char* backend : {"gloo", "nccl"}) {
-    JobSpec spec = ValidSpec();
-    spec.set_backend(backend);
-    spec.set_strategy("zero1");
-    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << backend << ": " << ValidateJobSpec(spec);
-    // With checkpoints, accumulation, frozen parameters: the checkpoint holds the gathered
-    // state.
-    spec.set_checkpoint_dir("/srv/ringleader/checkpoints");
-    spec.set_checkpoint_interval_steps(10);
-    spec.mutable_sync()->set_gradient_accumulation_steps(2);
-    spec.mutable_model()->add_frozen_parameters("fc1.weight");
-    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << backend << ": " << ValidateJobSpec(spec);
-    spec = ValidSpec();
-    spec.set_backend(backend);
-    spec.set_strategy("ddp");
-    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << backend << ": " << ValidateJobSpec(spec);
-  }
-  // The GPU trainer's bf16 mixed precision keeps fp32 master weights, which zero1 shards.
-  JobSpec spec = ValidSpec();
-  spec.set_backend("nccl");
-  spec.set_strategy("zero1");
-  spec.set_mixed_precision("bf16");
-  spec.mutable_sync()->set_comm_dtype("bf16");
-  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
-}
-
-TEST(ValidateJobSpecTest, Zero1IsRefusedForCommandJobsNamingTheFix) {
-  JobSpec spec = ValidSpec();
-  spec.set_strategy("zero1");
-  spec.add_command("/usr/bin/python3");
-  ExpectInvalid(spec, "strategy: zero1 shards the built-in trainer's optimizer state, and a "
-                      "command job runs your own program; drop strategy");
-  spec.set_strategy("ddp");
-  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
-}
-
-TEST(ValidateJobSpecTest, Zero2IsAcceptedOnGlooWithCheckpointsAndFrozenParameters) {
-  JobSpec spec = ValidSpec();
-  spec.set_strategy("zero2");
-  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
-  spec.set_checkpoint_dir("/srv/ringleader/checkpoints");
-  spec.set_checkpoint_interval_steps(10);
-  spec.mutable_model()->add_frozen_parameters("fc1.weight");
-  spec.mutable_sync()->set_overlap(true);
-  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
-}
-
-TEST(ValidateJobSpecTest, Zero2RefusesWhatItDoesNotRunNamingFieldAndFix) {
-  JobSpec spec = ValidSpec();
-  spec.set_strategy("zero2");
-  spec.set_backend("nccl");
-  ExpectInvalid(spec, "strategy: zero2 runs on backend gloo (the CPU trainer) only for now, got "
-                      "backend nccl; set backend: gloo, or use strategy zero1 on nccl");
-
-  spec = ValidSpec();
-  spec.set_strategy("zero2");
-  spec.add_command("/usr/bin/python3");
-  ExpectInvalid(spec, "strategy: zero2 shards the built-in trainer's gradients and optimizer "
-                      "state, and a command job runs your own program");
-
-  spec = ValidSpec();
-  spec.set_strategy("zero2");
-  spec.mutable_sync()->set_gradient_accumulation_steps(4);
-  ExpectInvalid(spec, "sync.gradient_accumulation_steps: strategy zero2 reduce-scatters every "
-                      "step's gradients once and does not accumulate micro-batches, got 4; set "
-                      "it to 1");
-
-  spec = ValidSpec();
-  spec.set_strategy("zero2");
-  spec.mutable_sync()->set_comm_dtype("bf16");
-  ExpectInvalid(spec, "sync.comm_dtype: strategy zero2 reduce-scatters fp32 gradients only; set "
-                      "comm_dtype: fp32");
-
-  spec = ValidSpec();
-  spec.set_strategy("zero2");
-  spec.mutable_sync()->set_find_unused_parameters(true);
-  ExpectInvalid(spec, "sync.find_unused_parameters: strategy zero2 does not support unused "
-                      "parameters; freeze them on every rank (model.frozen_parameters)");
-
-  spec = ValidSpec();
-  spec.set_strategy("zero2");
-  spec.mutable_sync()->set_rebuild_buckets(true);
-  ExpectInvalid(spec, "sync.rebuild_buckets: strategy zero2 keeps its initial buckets");
-
-  spec = ValidSpec();
-  spec.set_strategy("zero2");
-  spec.mutable_sync()->set_overlap(false);
-  ExpectInvalid(spec, "sync.overlap: strategy zero2 reduce-scatters each bucket during backward");
-
-  for (bool all_ranks : {false, true}) {
-    spec = ValidSpec();
-    spec.set_strategy("zero2");
-    if (all_ranks) {
-      spec.mutable_model()->mutable_faults()->set_bypass_sync_all_ranks(true);
-    } else {
-      spec.mutable_model()->mutable_faults()->set_bypass_sync(true);
-    }
-    ExpectInvalid(spec, "model.faults.bypass_sync: strategy zero2 has no full local gradients");
-  }
-
-  // The same settings are fine under the other strategies (their refusals are zero2's alone).
-  for (const char* strategy : {"ddp", "zero1"}) {
-    spec = ValidSpec();
-    spec.set_strategy(strategy);
-    spec.mutable_sync()->set_gradient_accumulation_steps(4);
-    spec.mutable_sync()->set_find_unused_parameters(true);
-    spec.mutable_sync()->set_rebuild_buckets(true);
-    spec.mutable_sync()->set_overlap(false);
-    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << strategy << ": " << ValidateJobSpec(spec);
-  }
-}
-
-TEST(ValidateJobSpecTest, FsdpIsAcceptedOnGlooWithCheckpoints) {
-  JobSpec spec = ValidSpec();
-  spec.set_strategy("fsdp");
-  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
-  spec.set_checkpoint_dir("/srv/ringleader/checkpoints");
-  spec.set_checkpoint_interval_steps(10);
-  spec.mutable_sync()->set_overlap(true);
-  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
-}
-
-// Everything zero2 refuses, named as fsdp's, plus frozen parameters and model buffers.
-TEST(ValidateJobSpecTest, FsdpRefusesWhatItDoesNotRunNamingFieldAndFix) {
-  JobSpec spec = ValidSpec();
-  spec.set_strategy("fsdp");
-  spec.set_backend("nccl");
-  ExpectInvalid(spec, "strategy: fsdp runs on backend gloo (the CPU trainer) only for now, got "
-                      "backend nccl; set backend: gloo, or use strategy zero1 on nccl");
-
-  spec = ValidSpec();
-  spec.set_strategy("fsdp");
-  spec.add_command("/usr/bin/python3");
-  ExpectInvalid(spec, "strategy: fsdp shards the built-in trainer's parameters, gradients and "
-                      "optimizer state, and a command job runs your own program");
-
-  spec = ValidSpec();
-  spec.set_strategy("fsdp");
-  spec.mutable_sync()->set_gradient_accumulation_steps(4);
-  ExpectInvalid(spec, "sync.gradient_accumulation_steps: strategy fsdp reduce-scatters every "
-                      "step's gradients once");
-
-  spec = ValidSpec();
-  spec.set_strategy("fsdp");
-  spec.mutable_sync()->set_comm_dtype("bf16");
-  ExpectInvalid(spec, "sync.comm_dtype: strategy fsdp reduce-scatters fp32 gradients only");
-
-  spec = ValidSpec();
-  spec.set_strategy("fsdp");
-  spec.mutable_sync()->set_find_unused_parameters(true);
-  ExpectInvalid(spec, "sync.find_unused_parameters: strategy fsdp does not support unused "
-                      "parameters; drop find_unused_parameters (every parameter needs a "
-                      "gradient) or use strategy zero1");
-
-  spec = ValidSpec();
-  spec.set_strategy("fsdp");
-  spec.mutable_sync()->set_rebuild_buckets(true);
-  ExpectInvalid(spec, "sync.rebuild_buckets: strategy fsdp keeps its initial buckets");
-
-  spec = ValidSpec();
-  spec.set_strategy("fsdp");
-  spec.mutable_sync()->set_overlap(false);
-  ExpectInvalid(spec, "sync.overlap: strategy fsdp reduce-scatters each bucket during backward");
-
-  spec = ValidSpec();
-  spec.set_strategy("fsdp");
-  spec.mutable_model()->mutable_faults()->set_bypass_sync(true);
-  ExpectInvalid(spec, "model.faults.bypass_sync: strategy fsdp has no full local gradients");
-
-  spec = ValidSpec();
-  spec.set_strategy("fsdp");
-  spec.mutable_model()->add_frozen_parameters("fc1.weight");
-  ExpectInvalid(spec, "model.frozen_parameters: strategy fsdp shards every parameter with its "
-                      "gradient and does not support frozen ones (fc1.weight); drop "
-                      "frozen_parameters or use strategy zero2");
-
-  spec = ValidSpec();
-  spec.set_strategy("fsdp");
-  spec.mutable_model()->set_with_buffers(true);
-  ExpectInvalid(spec, "model.with_buffers: strategy fsdp shards the parameters only and does not "
-                      "keep or broadcast model buffers; drop with_buffers or use strategy zero2");
-
-  // zero2 still takes frozen parameters and buffers.
-  spec = ValidSpec();
-  spec.set_strategy("zero2");
-  spec.mutable_model()->add_frozen_parameters("fc1.weight");
-  spec.mutable_model()->set_with_buffers(true);
-  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
 }
 
 TEST(ValidateJobSpecTest, ModelKindAndLayers) {
@@ -518,46 +316,6 @@ TEST(ValidateJobSpecTest, RestartsAndPeriodicCheckpoints) {
   ExpectInvalid(spec, "checkpoint_interval_steps: 10 needs checkpoint_dir");
   spec.set_checkpoint_dir("/shared/checkpoints");
   EXPECT_TRUE(ValidateJobSpec(spec).ok());
-}
-
-TEST(ValidateJobSpecTest, InitOptimizerStateNeedsARingleaderCheckpoint) {
-  JobSpec spec = ValidSpec();
-  spec.mutable_model()->set_init_optimizer_state(true);
-  ExpectInvalid(spec, "model.init_optimizer_state: needs model.init_from naming a ringleader "
-                      "checkpoint (whose momentum it loads); set init_from or drop "
-                      "init_optimizer_state");
-  spec.mutable_model()->set_init_from("/shared/weights.safetensors");
-  ExpectInvalid(spec, "model.init_optimizer_state: model.init_from /shared/weights.safetensors "
-                      "is a .safetensors file, which holds parameters only; name a ringleader "
-                      "checkpoint");
-  spec.mutable_model()->set_init_from("/shared/checkpoints/job-1/final.ckpt");
-  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
-  spec.mutable_optimizer()->set_momentum(0);
-  ExpectInvalid(spec, "model.init_optimizer_state: optimizer.momentum is 0");
-  // Another strategy and world size than the checkpoint's job are the point: accepted.
-  spec = ValidSpec();
-  spec.set_world_size(4);
-  spec.set_strategy("zero2");
-  spec.mutable_model()->set_init_from("/shared/checkpoints/job-1/final.ckpt");
-  spec.mutable_model()->set_init_optimizer_state(true);
-  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
-}
-
-TEST(ValidateJobSpecTest, CheckpointFormat) {
-  JobSpec spec = ValidSpec();
-  spec.set_checkpoint_format("zip");
-  ExpectInvalid(spec, "checkpoint_format: unknown format 'zip' (expected consolidated or sharded)");
-  spec.set_checkpoint_format("sharded");
-  ExpectInvalid(spec,
-                "checkpoint_format: sharded: ddp holds everything on every rank; use consolidated");
-  spec.set_checkpoint_format("consolidated");
-  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
-  for (const char* strategy : {"zero1", "zero2", "fsdp"}) {
-    spec = ValidSpec();
-    spec.set_strategy(strategy);
-    spec.set_checkpoint_format("sharded");
-    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << strategy << ": " << ValidateJobSpec(spec);
-  }
 }
 
 TEST(ModelParameterNamesTest, ListsWeightAndBiasPerLinearLayer) {

@@ -38,6 +38,7 @@ HeapSampler::HeapSampler(HeapGrowth* growth, absl::Duration interval)
     : growth_(growth), thread_([this, interval] {
         do {
           growth_->Sample();
+          ++samples_;
         } while (!stop_.WaitForNotificationWithTimeout(interval));
       }) {}
 

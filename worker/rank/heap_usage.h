@@ -8,6 +8,7 @@
 #ifndef RINGLEADER_WORKER_RANK_HEAP_USAGE_H_
 #define RINGLEADER_WORKER_RANK_HEAP_USAGE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <thread>
 
@@ -51,9 +52,13 @@ class HeapSampler {
   HeapSampler(const HeapSampler&) = delete;
   HeapSampler& operator=(const HeapSampler&) = delete;
 
+  // Samples taken so far by the thread (any thread may read it).
+  uint64_t samples_taken() const { return samples_.load(); }
+
  private:
   HeapGrowth* const growth_;
   absl::Notification stop_;
+  std::atomic<uint64_t> samples_{0};  // before thread_: the thread counts into it
   std::thread thread_;
 };
 

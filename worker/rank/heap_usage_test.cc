@@ -74,7 +74,13 @@ TEST(HeapUsageTest, SamplerCatchesABlockFreedBeforeItStops) {
   {
     HeapSampler sampler(&growth, absl::Milliseconds(1));
     std::unique_ptr<char[]> transient = Allocate(kLargeBlock);
-    absl::SleepFor(absl::Milliseconds(50));
+    // Two samples after the allocation: at least one of them began after it.
+    const uint64_t taken = sampler.samples_taken();
+    const absl::Time give_up = absl::Now() + absl::Seconds(30);
+    while (sampler.samples_taken() < taken + 2 && absl::Now() < give_up) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    ASSERT_GE(sampler.samples_taken(), taken + 2) << "the sampler never ran";
     EXPECT_EQ(transient[kLargeBlock / 2], 1);
   }  // freed before the sampler stops; its last sample sees less
   EXPECT_GE(growth.peak_bytes(), kLargeBlock);
