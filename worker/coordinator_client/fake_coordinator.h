@@ -59,6 +59,7 @@ class FakeCoordinator : public CoordinatorClient {
     absl::MutexLock lock(&mu_);
     if (unreachable_) return absl::UnavailableError("coordinator unreachable (test)");
     v1::ReportProgressResponse response;
+    if (told_to_stop_[request.rank()]) steps_after_stop_[request.rank()] += request.steps_size();
     for (const auto& step : request.steps()) {
       steps_[request.rank()].push_back(step);
       if (stop_at_step_ > 0 && step.step() >= stop_at_step_) {
@@ -66,6 +67,7 @@ class FakeCoordinator : public CoordinatorClient {
         response.set_stop_reason("cancelled by the test");
       }
     }
+    if (response.stop()) told_to_stop_[request.rank()] = true;
     for (const auto& epoch : request.epochs()) epochs_[request.rank()].push_back(epoch);
     if (request.steps().empty() && request.epochs().empty()) {
       ++probes_;
@@ -112,6 +114,11 @@ class FakeCoordinator : public CoordinatorClient {
     absl::MutexLock lock(&mu_);
     return probes_;
   }
+  // Step reports rank `rank` sent after an answer told it to stop.
+  int steps_after_stop(uint32_t rank) {
+    absl::MutexLock lock(&mu_);
+    return steps_after_stop_[rank];
+  }
   std::vector<v1::StepReport> steps(uint32_t rank) {
     absl::MutexLock lock(&mu_);
     return steps_[rank];
@@ -157,6 +164,8 @@ class FakeCoordinator : public CoordinatorClient {
   const std::string fingerprint_;
   absl::Mutex mu_;
   uint64_t stop_at_step_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uint32_t, bool> told_to_stop_ ABSL_GUARDED_BY(mu_);
+  std::map<uint32_t, int> steps_after_stop_ ABSL_GUARDED_BY(mu_);
   int over_after_probes_ ABSL_GUARDED_BY(mu_) = 0;
   int probes_ ABSL_GUARDED_BY(mu_) = 0;
   bool unreachable_ ABSL_GUARDED_BY(mu_) = false;
