@@ -19,7 +19,9 @@ const std::vector<FlagSpec>& GlobalFlags() {
       {"timeout", "DURATION", "deadline of each call, e.g. 10s or 500ms (default 10s)"},
       {"output", "text|json",
        "answers as text (default) or JSON for scripts (watch, logs: one message a line)"},
-      {"json", "", "the same as --output json; also for metrics, plot, export (-o is their file)"},
+      {"json", "",
+       "the same as --output json; also for metrics, plot, export, consolidate (-o is their "
+       "file)"},
       {"tls_dir", "DIR",
        "mutual TLS: DIR/ca.pem, DIR/client.pem, DIR/client.key (default $RINGLEADER_TLS_DIR)"},
       {"insecure", "", "plaintext gRPC (a coordinator started with --insecure)"},
@@ -68,7 +70,7 @@ const std::vector<CommandSpec>& Commands() {
        "order; world_size 2 unless given) and validates it, then prints per strategy (ddp,\n"
        "zero1, zero2, fsdp) the bytes one rank holds: parameters, gradients, optimizer state\n"
        "(SGD momentum), communication buffers, their total, the ratio to ddp and whether\n"
-       "ringleader runs it today (zero2 and fsdp on gloo only). The formulas are in\n"
+       "ringleader runs it with the spec's settings. The formulas are in\n"
        "common/memory_plan.h. Works offline: nothing is sent.",
        {{"world_size", "N", "number of ranks (default: the spec's, or 2)"},
         {"set", "KEY.PATH=VALUE", "set any spec field, e.g. --set sync.comm_dtype=bf16",
@@ -173,6 +175,18 @@ const std::vector<CommandSpec>& Commands() {
        "the optimizer's state: safetensors.torch.load_file / load_state_dict read it.",
        {{"output", "FILE", "the .safetensors file to write (required)", /*repeated=*/false,
          /*short_name=*/'o'}}},
+      {"consolidate",
+       "MANIFEST",
+       1,
+       1,
+       "write a sharded checkpoint as one consolidated checkpoint file",
+       "MANIFEST is the step-N.ckpt of a job with checkpoint_format: sharded; its shards\n"
+       "(step-N.shard-R-of-W) are read from the same directory, each checked against the size\n"
+       "and CRC-32 the manifest records, and every tensor is written whole, as in final.ckpt\n"
+       "(model.init_from also reads a manifest itself). The file is replaced atomically. Runs\n"
+       "offline where the checkpoint directory is readable: no coordinator is needed.",
+       {{"output", "FILE", "the .ckpt file to write (required)", /*repeated=*/false,
+         /*short_name=*/'o'}}},
   };
   return *commands;
 }
@@ -269,6 +283,14 @@ int RunCli(const std::vector<std::string>& args, const CommandEnvironment& base_
   }
   // `plan` computes offline: no coordinator, no TLS.
   if (line->command == "plan") return RunPlan(submit, env);
+  // `consolidate` reads and writes local files: no coordinator either.
+  if (line->command == "consolidate") {
+    if (line->Value("output").empty()) {
+      *env.err << "error: consolidate: -o FILE (--output) is required\n";
+      return kExitUsage;
+    }
+    return RunConsolidate(line->arguments[0], line->Value("output"), env);
+  }
   MetricsOptions metrics;
   if (line->command == "metrics") {
     metrics.format = line->Value("format", env.json ? "json" : metrics.format);

@@ -171,6 +171,14 @@ int RunLogs(const std::string& job_id, const LogsOptions& options, JobClient& cl
 int RunExport(const std::string& job_id, const std::string& output_path, JobClient& client,
               const CommandEnvironment& env);
 
+// Writes the sharded checkpoint whose manifest is `manifest_path` as one consolidated
+// checkpoint at `output_path` (ConsolidateShards, written atomically; an existing file is
+// replaced). Needs no coordinator. Exit 1 when the manifest cannot be read, is not a sharded
+// manifest (an already consolidated checkpoint), its shards are missing or damaged, or the
+// output cannot be written (the message names the path).
+int RunConsolidate(const std::string& manifest_path, const std::string& output_path,
+                   const CommandEnvironment& env);
+
 // The text `status` prints for `job`, with the coordinator's verdict, alarms and stragglers.
 std::string FormatJobStatus(const v1::JobStatus& job);
 

@@ -415,11 +415,6 @@ absl::Status ValidateReduceScatterCombination(const JobSpec& spec, const std::st
         ", and a command job runs your own program; drop strategy (your program chooses its own "
         "sharding) or command"));
   }
-  if (spec.backend() != "gloo") {
-    return Invalid(absl::StrCat(
-        "strategy: ", strategy,
-        " runs on backend gloo (the CPU trainer) only for now, got backend ", spec.backend(), "; set backend: gloo, or use strategy zero1 on nccl"));
-  }
   const v1::SyncSpec& sync = spec.sync();
   if (sync.gradient_accumulation_steps() > 1) {
     return Invalid(absl::StrCat(

@@ -69,8 +69,10 @@ TEST(ValidateJobSpecTest, Zero2RefusesWhatItDoesNotRunNamingFieldAndFix) {
   JobSpec spec = ValidSpec();
   spec.set_strategy("zero2");
   spec.set_backend("nccl");
-  ExpectInvalid(spec, "strategy: zero2 runs on backend gloo (the CPU trainer) only for now, got "
-                      "backend nccl; set backend: gloo, or use strategy zero1 on nccl");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << "zero2 runs on the GPU trainer too: "
+                                          << ValidateJobSpec(spec);
+  spec.set_mixed_precision("bf16");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
 
   spec = ValidSpec();
   spec.set_strategy("zero2");
@@ -145,8 +147,9 @@ TEST(ValidateJobSpecTest, FsdpRefusesWhatItDoesNotRunNamingFieldAndFix) {
   JobSpec spec = ValidSpec();
   spec.set_strategy("fsdp");
   spec.set_backend("nccl");
-  ExpectInvalid(spec, "strategy: fsdp runs on backend gloo (the CPU trainer) only for now, got "
-                      "backend nccl; set backend: gloo, or use strategy zero1 on nccl");
+  spec.set_mixed_precision("bf16");
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << "fsdp runs on the GPU trainer too, in bf16 too: "
+                                          << ValidateJobSpec(spec);
 
   spec = ValidSpec();
   spec.set_strategy("fsdp");

@@ -45,7 +45,6 @@ std::string Unavailable(const v1::JobSpec& spec, const std::string& strategy) {
   const absl::Status status = strategy == "fsdp" ? ValidateFsdpCombination(sharded)
                                                  : ValidateZero2Combination(sharded);
   if (status.ok()) return "";
-  if (spec.backend() != "gloo") return "gloo only";
   const std::string message(status.message());
   return absl::StrCat("not with ", message.substr(0, message.find(':')));
 }

@@ -99,8 +99,8 @@ absl::StatusOr<v1::RankMemory> PredictRankMemory(const v1::JobSpec& spec,
 
 // Every strategy of PlannedStrategies() for `spec` (defaults applied) at `world_size` ranks:
 // each the rank that holds the most, its ratio to ddp's total, and whether it runs today
-// (ddp, zero1: yes, gloo and nccl; zero2: on gloo with the settings ValidateZero2Combination
-// accepts, else unavailable with a note such as "gloo only" or "not with
+// (ddp, zero1: yes, gloo and nccl; zero2: gloo and nccl with the settings
+// ValidateZero2Combination accepts, else unavailable with a note such as "not with
 // sync.gradient_accumulation_steps"; fsdp: the same with ValidateFsdpCombination, e.g. "not
 // with model.frozen_parameters"). Errors as PredictRankMemory.
 absl::StatusOr<v1::MemoryPlan> PlanMemory(const v1::JobSpec& spec, uint32_t world_size);

@@ -139,18 +139,21 @@ TEST(MemoryPlanTest, PlanTakesTheLargestRankAndMarksAvailability) {
   EXPECT_EQ(plan->strategies(2).note(), "not with sync.gradient_accumulation_steps");
   EXPECT_EQ(plan->strategies(3).note(), "not with sync.gradient_accumulation_steps");
 
-  // zero1 runs on the GPU trainer too; zero2 does not (yet).
+  // Every strategy runs on the GPU trainer too.
   spec.set_backend("nccl");
   plan = PlanMemory(spec, 2);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_TRUE(plan->strategies(1).available());
-  EXPECT_EQ(plan->strategies(1).note(), "");
-  EXPECT_FALSE(plan->strategies(2).available());
-  EXPECT_EQ(plan->strategies(2).note(), "gloo only");
-  EXPECT_EQ(plan->strategies(3).note(), "gloo only");
+  for (int s = 1; s <= 3; ++s) {
+    EXPECT_TRUE(plan->strategies(s).available()) << plan->strategies(s).strategy();
+    EXPECT_EQ(plan->strategies(s).note(), "") << plan->strategies(s).strategy();
+  }
+  spec.mutable_sync()->set_gradient_accumulation_steps(2);
+  plan = PlanMemory(spec, 2);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ(plan->strategies(2).note(), "not with sync.gradient_accumulation_steps");
 }
 
-// Issue 10's bar: ZeRO-2 at 4 ranks holds <= 40% of DDP's optimizer + gradient memory, for a
+// The bar: ZeRO-2 at 4 ranks holds <= 40% of DDP's optimizer + gradient memory, for a
 // model of ~50 M parameters. zero2 keeps two buckets of full gradients (the one backward writes,
 // the one being reduce-scattered), and a bucket holds at least its largest parameter, so the
 // bar needs buckets small next to the model: 13 layers of 2048 x 2048 (4.2 M elements each)

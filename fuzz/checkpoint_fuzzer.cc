@@ -20,6 +20,7 @@
 #include "fuzz/fuzz_util.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/checkpoint/initial_weights.h"
+#include "worker/checkpoint/sharded_checkpoint.h"
 #include "worker/checkpoint/training_state.h"
 #include "worker/trainer/mlp.h"
 #include "worker/trainer/sgd.h"
@@ -88,6 +89,15 @@ void CheckRead(const std::string& path) {
   FUZZ_CHECK(restored.ok() || restored.code() == absl::StatusCode::kFailedPrecondition, restored);
   // ... or start from it (init_from).
   absl::StatusOr<CheckpointData> weights = ReadInitialWeights(path);
+  if (IsShardedManifest(data)) {
+    // A manifest: init_from consolidates the shards it names (files of its own directory).
+    FUZZ_CHECK(weights.ok() || CodeIn(weights.status(), {absl::StatusCode::kNotFound,
+                                                         absl::StatusCode::kInvalidArgument,
+                                                         absl::StatusCode::kFailedPrecondition,
+                                                         absl::StatusCode::kDataLoss}),
+               weights.status());
+    if (!weights.ok()) return;
+  }
   FUZZ_CHECK(weights.ok(), "ReadInitialWeights refuses a checkpoint ReadCheckpoint reads: ",
              weights.status());
   Mlp fresh({4, 3, 2}, /*seed=*/2, MlpOptions{/*with_buffers=*/true});

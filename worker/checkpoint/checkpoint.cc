@@ -276,4 +276,9 @@ absl::StatusOr<CheckpointData> ReadCheckpoint(const DirectoryHandle& dir,
   return Decode(dir.PathOf(name), bytes);
 }
 
+absl::StatusOr<CheckpointData> DecodeCheckpoint(const std::string& path,
+                                                const std::string& bytes) {
+  return Decode(path, bytes);
+}
+
 }  // namespace ringleader

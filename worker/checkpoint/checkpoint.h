@@ -77,6 +77,11 @@ absl::Status WriteCheckpoint(const DirectoryHandle& dir, const std::string& name
 absl::StatusOr<CheckpointData> ReadCheckpoint(const std::string& path);
 // The same, for the file `name` of the opened directory `dir`.
 absl::StatusOr<CheckpointData> ReadCheckpoint(const DirectoryHandle& dir, const std::string& name);
+// Decodes and verifies `bytes`, the content of a checkpoint file read from `path` (named in the
+// messages): for callers that check the bytes themselves first (a shard's size and checksum
+// against its manifest) and decode the very bytes they checked. Errors: ReadCheckpoint's for
+// the content (INVALID_ARGUMENT, FAILED_PRECONDITION for the version, DATA_LOSS).
+absl::StatusOr<CheckpointData> DecodeCheckpoint(const std::string& path, const std::string& bytes);
 
 // The spec fingerprint in the header of the checkpoint at `path`, read without the rest of the
 // file (no CRC check: for telling whose file it is, not for trusting its contents).

@@ -12,6 +12,7 @@
 #include "common/status_macros.h"
 #include "worker/checkpoint/file_io.h"
 #include "worker/checkpoint/safetensors.h"
+#include "worker/checkpoint/sharded_checkpoint.h"
 #include "worker/checkpoint/training_state.h"
 
 namespace ringleader {
@@ -126,6 +127,9 @@ absl::StatusOr<CheckpointData> ReadInitialWeights(const std::string& path) {
   switch (DetectFormat(path, head)) {
     case Format::kCheckpoint: {
       ASSIGN_OR_RETURN(data, ReadCheckpoint(path));
+      if (IsShardedManifest(data)) {
+        ASSIGN_OR_RETURN(data, ConsolidateShards(path, data));
+      }
       data.attributes[kInitFromFormatAttribute] = kFormatCheckpoint;
       break;
     }

@@ -9,7 +9,9 @@
 // init_from starts a new training with fresh optimizer state, at step 0, unless the job asks for
 // the momentum too (model.init_optimizer_state: InitialMomentum). A checkpoint's momentum is
 // whole (ddp's consolidated format, whatever strategy and world size wrote it), so a job of
-// another world size or strategy takes it as it is, each rank keeping its owned slice.
+// another world size or strategy takes it as it is, each rank keeping its owned slice. A
+// sharded checkpoint's manifest (sharded_checkpoint.h) is read as the consolidated checkpoint
+// its shards make (ConsolidateShards), so init_from may name a zero1/zero2 job's step-N.ckpt.
 //
 // Thread-safety: free functions; the model must not be used concurrently.
 #ifndef RINGLEADER_WORKER_CHECKPOINT_INITIAL_WEIGHTS_H_
@@ -43,11 +45,16 @@ inline constexpr char kFormatSafetensors[] = "safetensors";
 // The result's attributes[kInitFromPathAttribute] is `path`, attributes[kInitFromFormatAttribute]
 // the format read. A checkpoint is read as
 // ReadCheckpoint reads it, never through a symbolic link at `path`; a safetensors file may be
-// one (Hugging Face's cache links its files).
+// one (Hugging Face's cache links its files). A checkpoint that is a sharded manifest
+// (IsShardedManifest) is consolidated from its shards (ConsolidateShards: every shard read
+// from the manifest's directory and checked against the manifest) and read as that
+// consolidated checkpoint, with the manifest's step and fingerprint.
 // Errors (naming the path): NOT_FOUND if missing; INVALID_ARGUMENT for a file that is neither
 // format; otherwise ReadCheckpoint's or ReadSafetensorsFile's errors (DATA_LOSS for damaged
 // files, INVALID_ARGUMENT for invalid ones, FAILED_PRECONDITION for a checkpoint that is a
-// symbolic link, ...).
+// symbolic link, ...), and for a manifest ConsolidateShards' (NOT_FOUND naming a missing
+// shard, DATA_LOSS "shard <path> ..." for a damaged or foreign shard or slices that do not
+// tile their tensor, FAILED_PRECONDITION for an fsdp checkpoint).
 absl::StatusOr<CheckpointData> ReadInitialWeights(const std::string& path);
 
 // Checks that `weights` fit `model` exactly: every parameter and buffer of the model is there,

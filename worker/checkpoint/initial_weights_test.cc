@@ -1,5 +1,6 @@
 #include "worker/checkpoint/initial_weights.h"
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +11,8 @@
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/checkpoint/export.h"
 #include "worker/checkpoint/file_io.h"
+#include "worker/checkpoint/shard_test_util.h"
+#include "worker/checkpoint/sharded_checkpoint.h"
 #include "worker/checkpoint/test_model.h"
 #include "worker/checkpoint/training_state.h"
 #include "worker/trainer/sgd.h"
@@ -231,6 +234,49 @@ TEST(InitialMomentumTest, RefusesSafetensorsMissingAndMisshapenMomentumNamingIt)
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("the file has fc9.weight.momentum_buffer, for a parameter the model "
                         "does not have"));
+}
+
+TEST(InitialWeightsTest, AShardedManifestLoadsAsItsConsolidatedCheckpoint) {
+  std::unique_ptr<Mlp> source = MakeTestModel({4, 3, 2}, kSourceSeed, true);
+  const CheckpointData trained = CaptureWithMomentum(source.get(), 5, "fingerprint");
+  const std::string consolidated = TempPath("consolidated_for_shards.ckpt");
+  ASSERT_TRUE(WriteCheckpoint(consolidated, trained).ok());
+  const std::string dir = TempPath("init_from_sharded");
+  std::filesystem::remove_all(dir);
+  const std::string manifest = WriteShards(dir, 5, "fingerprint", ShardLikeZero(trained, {5, 17}));
+
+  absl::StatusOr<CheckpointData> from_file = ReadInitialWeights(consolidated);
+  absl::StatusOr<CheckpointData> from_manifest = ReadInitialWeights(manifest);
+  ASSERT_TRUE(from_file.ok()) << from_file.status();
+  ASSERT_TRUE(from_manifest.ok()) << from_manifest.status();
+  EXPECT_EQ(from_manifest->step, 5u);
+  EXPECT_EQ(from_manifest->spec_fingerprint, "fingerprint");
+  EXPECT_EQ(from_manifest->attributes.at(kInitFromPathAttribute), manifest);
+  EXPECT_EQ(from_manifest->attributes.at(kInitFromFormatAttribute), kFormatCheckpoint);
+  ASSERT_EQ(from_manifest->tensors.size(), from_file->tensors.size());
+  for (size_t i = 0; i < from_file->tensors.size(); ++i) {
+    EXPECT_EQ(from_manifest->tensors[i].name, from_file->tensors[i].name);
+    EXPECT_EQ(from_manifest->tensors[i].shape, from_file->tensors[i].shape);
+    EXPECT_EQ(from_manifest->tensors[i].data, from_file->tensors[i].data);
+  }
+
+  std::unique_ptr<Mlp> target = MakeTestModel({4, 3, 2}, kTargetSeed, true);
+  absl::StatusOr<std::vector<std::vector<float>>> momentum =
+      InitialMomentum(*from_manifest, target.get());
+  absl::StatusOr<std::vector<std::vector<float>>> file_momentum =
+      InitialMomentum(*from_file, target.get());
+  ASSERT_TRUE(momentum.ok()) << momentum.status();
+  ASSERT_TRUE(file_momentum.ok()) << file_momentum.status();
+  EXPECT_EQ(*momentum, *file_momentum);
+  ASSERT_TRUE(LoadInitialWeights(*from_manifest, target.get()).ok());
+  EXPECT_EQ(ModelValues(target.get()), ModelValues(source.get()));
+
+  // A shard gone: refused naming it.
+  const std::string shard = absl::StrCat(dir, "/", ShardFileName("step-000000000005.ckpt", 2, 3));
+  ASSERT_TRUE(std::filesystem::remove(shard));
+  absl::StatusOr<CheckpointData> broken = ReadInitialWeights(manifest);
+  EXPECT_EQ(broken.status().code(), absl::StatusCode::kNotFound) << broken.status();
+  EXPECT_THAT(std::string(broken.status().message()), HasSubstr(shard));
 }
 
 }  // namespace

@@ -67,6 +67,16 @@ absl::StatusOr<CheckpointData> CheckpointWriter::CaptureShard(uint64_t step, uin
   shard.step = step;
   shard.epoch = epoch;
   shard.spec_fingerprint = c_.fingerprint;
+  if (rank_ == 0 && c_.fsdp != nullptr) {
+    // No rank holds a parameter whole: the model's order and shapes, for ConsolidateShards.
+    std::vector<std::string> names;
+    std::vector<std::vector<uint64_t>> shapes;
+    for (const ParameterInfo& p : c_.runner->parameters()) {
+      names.push_back(p.name);
+      shapes.emplace_back(p.shape.begin(), p.shape.end());
+    }
+    RecordModelLayout(&shard, names, shapes);
+  }
   ASSIGN_OR_RETURN(std::vector<std::vector<float>> momentum, c_.runner->MomentumBuffers());
   const std::vector<ParameterInfo>& params = c_.runner->parameters();
   const std::vector<ElementRange>& owned = c_.shards->owned[rank_];
@@ -76,8 +86,11 @@ absl::StatusOr<CheckpointData> CheckpointWriter::CaptureShard(uint64_t step, uin
       AddSlice(&shard, MomentumBufferName(params[i].name), owned[i].begin, std::move(momentum[i]));
     }
     if (c_.fsdp != nullptr) {
-      const float* p = c_.fsdp->owned_parameter(i);
-      AddSlice(&shard, params[i].name, owned[i].begin, std::vector<float>(p, p + owned[i].size()));
+      // The shard lives in the runner's memory (device memory on the GPU trainer).
+      std::vector<float> values(owned[i].size());
+      RETURN_IF_ERROR(c_.runner->memory()->CopyToHost(
+          values.data(), c_.fsdp->owned_parameter(i), values.size() * sizeof(float)));
+      AddSlice(&shard, params[i].name, owned[i].begin, std::move(values));
     }
   }
   return shard;

@@ -96,13 +96,11 @@ class ModelRunner {
   // strategy zero2: the same step over the owned elements (ShardOptimizerState first), with
   // their gradients taken from owned_grads[i] (owned[i].size() floats of parameter i's owned
   // gradient, in memory(); null where nothing is owned) instead of the gradient slots: the
-  // reduce-scattered gradient shard. Errors: UNIMPLEMENTED on a runner without zero2 (the GPU
-  // runner: zero2 runs on gloo only); INVALID_ARGUMENT for a wrong number of entries or an
-  // unsharded optimizer.
+  // reduce-scattered gradient shard. Errors: UNIMPLEMENTED on a runner without zero2;
+  // INVALID_ARGUMENT for a wrong number of entries or an unsharded optimizer; device errors.
   virtual absl::Status OptimizerStepOwned(const std::vector<bool>& has_grad,
                                           const std::vector<const float*>& owned_grads) {
-    return absl::UnimplementedError(
-        "strategy zero2 runs on the CPU trainer (backend gloo) only; use zero1 on nccl");
+    return absl::UnimplementedError("this trainer does not run strategy zero2");
   }
 
   // strategy fsdp: from now on the runner's parameters live in `params` (not owned; outlives
@@ -111,11 +109,11 @@ class ModelRunner {
   // (releasing the staging after each pass; Evaluate runs the whole test shard as one chunk, so
   // every rank gathers alike), OptimizerStepOwned steps params->owned_parameter(i), and
   // parameter_ptrs() are null until GatherFullParameters. Call after ShardOptimizerState.
-  // Errors: UNIMPLEMENTED on a runner without fsdp (the GPU runner); LoadOwned's.
+  // `params` must use this runner's memory(). Errors: UNIMPLEMENTED on a runner without fsdp;
+  // LoadOwned's.
   virtual absl::Status ShardParameters(FsdpParameters* params) {
     (void)params;
-    return absl::UnimplementedError(
-        "strategy fsdp runs on the CPU trainer (backend gloo) only; use zero1 on nccl");
+    return absl::UnimplementedError("this trainer does not run strategy fsdp");
   }
   // strategy fsdp: every parameter gathered whole into the model (a collective: every rank
   // calls it at the same point), for a checkpoint (CaptureStateWithMomentum), until

@@ -64,13 +64,14 @@ class KvFakeCoordinator : public FakeCoordinator {
   std::map<std::string, std::string> kv_ ABSL_GUARDED_BY(kv_mu_);
 };
 
-v1::JobSpec Spec(const std::string& strategy, const std::string& tag, bool crash) {
+v1::JobSpec Spec(const std::string& strategy, const std::string& tag, bool crash,
+                 const std::string& format = "sharded") {
   v1::JobSpec spec;
   spec.set_name("sharded-checkpoints");
   spec.set_world_size(2);
   spec.set_backend("gloo");
   spec.set_strategy(strategy);
-  spec.set_checkpoint_format("sharded");
+  spec.set_checkpoint_format(format);
   for (uint32_t width : {16u, 64u, 33u, 4u}) spec.mutable_model()->add_layers(width);
   spec.mutable_data()->set_dataset("synthetic");
   spec.mutable_data()->set_max_train_examples(1024);
@@ -206,6 +207,24 @@ TEST_P(ShardedCheckpointTest, RestartContinuesAsAnUninterruptedRun) {
   ASSERT_TRUE(manifest.ok()) << manifest.status();
   EXPECT_TRUE(IsShardedManifest(*manifest));
   EXPECT_TRUE(manifest->tensors.empty()) << "no gathered state in the manifest";
+
+  // The shards consolidate into what ddp writes at the same step, bit for bit (on 2 gloo ranks
+  // every strategy follows ddp exactly): the model's order and shapes, every element.
+  const v1::JobSpec ddp_spec = Spec("ddp", "ddp-reference", /*crash=*/false, "consolidated");
+  ExpectOk(RunAttempt(ddp_spec, 1), "ddp reference");
+  absl::StatusOr<CheckpointData> ddp =
+      ReadCheckpoint(ddp_spec.checkpoint_dir() + "/job-1/step-000000000020.ckpt");
+  absl::StatusOr<CheckpointData> consolidated =
+      ConsolidateShards(dir + "/step-000000000020.ckpt", *manifest);
+  ASSERT_TRUE(ddp.ok()) << ddp.status();
+  ASSERT_TRUE(consolidated.ok()) << consolidated.status();
+  EXPECT_EQ(consolidated->step, 20u);
+  ASSERT_EQ(consolidated->tensors.size(), ddp->tensors.size());
+  for (size_t t = 0; t < ddp->tensors.size(); ++t) {
+    EXPECT_EQ(consolidated->tensors[t].name, ddp->tensors[t].name);
+    EXPECT_EQ(consolidated->tensors[t].shape, ddp->tensors[t].shape) << ddp->tensors[t].name;
+    EXPECT_EQ(consolidated->tensors[t].data, ddp->tensors[t].data) << ddp->tensors[t].name;
+  }
 
   const Attempt resumed = RunAttempt(spec, 2);
   ExpectOk(resumed, "generation 2");

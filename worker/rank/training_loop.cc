@@ -342,6 +342,7 @@ class RankTrainer {
         FsdpParametersOptions fsdp_options;
         fsdp_options.timeout = collective_timeout_;
         fsdp_options.ledger = zero2_->ledger();
+        fsdp_options.memory = runner_->memory();
         ASSIGN_OR_RETURN(fsdp_, FsdpParameters::Create(comm_.get(), runner_->parameters(),
                                                        *fsdp_plan_, fsdp_options));
         RETURN_IF_ERROR(Annotate(runner_->ShardParameters(fsdp_.get()), "strategy fsdp"));

@@ -179,6 +179,15 @@ absl::Status RecordingTensorMemory::MaxAbsDiff(const std::vector<const float*>& 
   return OpenedLocked([&] { return HostMemory()->MaxAbsDiff(a, b, counts, out); });
 }
 
+absl::Status RecordingTensorMemory::SquaredSum(const float* src, size_t count, double* out) {
+  absl::MutexLock lock(&mu_);
+  Note(Op::kSquaredSum);
+  if (count > 0 && !CheckRangeLocked(src, count * sizeof(float), "SquaredSum source")) {
+    return RefusedLocked();
+  }
+  return OpenedLocked([&] { return HostMemory()->SquaredSum(src, count, out); });
+}
+
 size_t RecordingTensorMemory::count(Op op) const {
   absl::MutexLock lock(&mu_);
   auto it = counts_.find(op);

@@ -45,6 +45,7 @@ class RecordingTensorMemory : public TensorMemory {
     kCastToBf16,
     kCastFromBf16,
     kMaxAbsDiff,
+    kSquaredSum,
   };
 
   explicit RecordingTensorMemory(MemoryKind kind = MemoryKind::kHost, bool guard = false);
@@ -64,6 +65,7 @@ class RecordingTensorMemory : public TensorMemory {
   absl::Status CastFromBf16(const uint16_t* src, float* dst, size_t count) override;
   absl::Status MaxAbsDiff(const std::vector<const float*>& a, const std::vector<const float*>& b,
                           const std::vector<size_t>& counts, std::vector<double>* out) override;
+  absl::Status SquaredSum(const float* src, size_t count, double* out) override;
 
   // How many times `op` ran.
   size_t count(Op op) const;

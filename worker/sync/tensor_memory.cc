@@ -66,6 +66,12 @@ class HostTensorMemory : public TensorMemory {
     }
     return absl::OkStatus();
   }
+  absl::Status SquaredSum(const float* src, size_t count, double* out) override {
+    double sum = 0;
+    for (size_t k = 0; k < count; ++k) sum += static_cast<double>(src[k]) * src[k];
+    *out = sum;
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace

@@ -13,6 +13,7 @@
 //   Copy                    arena to arena on a bucket rebuild
 //   CastToBf16/FromBf16     the bf16 wire format (bf16.h's rounding, nearest-even)
 //   MaxAbsDiff              the drift check's per-tensor max|a - b|
+//   SquaredSum              strategy zero2's norm of its gradient shard
 //
 // Ordering: every operation is ordered after every earlier operation of the same TensorMemory
 // and after the caller's own compute work (device implementations enqueue on the trainer's
@@ -70,6 +71,10 @@ class TensorMemory {
   virtual absl::Status MaxAbsDiff(const std::vector<const float*>& a,
                                   const std::vector<const float*>& b,
                                   const std::vector<size_t>& counts, std::vector<double>* out) = 0;
+  // *out = the sum over k < count of src[k]^2, computed in double (each square exact; the
+  // summation order is the implementation's: in index order on the host, by blocks on a GPU,
+  // which differ by ~1e-15 relative). 0 for count 0. One host round trip.
+  virtual absl::Status SquaredSum(const float* src, size_t count, double* out) = 0;
 };
 
 // Plain host memory (operator new, memset, memcpy, bf16.h). Never fails but for allocation

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -55,13 +56,10 @@ absl::StatusOr<std::unique_ptr<Zero2Reducer>> Zero2Reducer::Create(
   }
   RETURN_IF_ERROR(CheckMemoryMatches(*comm, opts.memory, "zero2 reducer"));
   TensorMemory* memory = opts.memory != nullptr ? opts.memory : HostMemory();
-  if (memory->kind() != MemoryKind::kHost || !memory->host_accessible()) {
-    return absl::InvalidArgumentError(
-        "zero2 reducer: zero2 runs on the CPU trainer (gloo) only; its gradients must live in "
-        "host memory");
-  }
   std::unique_ptr<Zero2Reducer> reducer(
       new Zero2Reducer(comm, std::move(params), std::move(plan), opts, memory));
+  ASSIGN_OR_RETURN(StagedBytes exchange, StagedBytes::Create(memory, 2 * sizeof(float)));
+  reducer->exchange_ = std::make_unique<StagedBytes>(std::move(exchange));
   ASSIGN_OR_RETURN(reducer->shard_, TensorBuffer<float>::Allocate(
                                         memory, reducer->plan_.shard_elements));
   RETURN_IF_ERROR(memory->Zero(reducer->shard_.data(), reducer->shard_.bytes()));
@@ -288,14 +286,18 @@ absl::Status Zero2Reducer::FinishSync(StepSyncStats* stats, double* grad_norm) {
 
   // Readiness sentinel and this rank's squared norm, in one all-reduce (sum).
   double squares = 0;
-  const float* shard = shard_.data();
-  for (size_t k = 0; k < shard_.size(); ++k) squares += static_cast<double>(shard[k]) * shard[k];
+  RETURN_IF_ERROR(memory_->SquaredSum(shard_.data(), shard_.size(), &squares));
   float exchange[2] = {static_cast<float>(unready.size()), static_cast<float>(squares)};
+  std::memcpy(exchange_->host(), exchange, sizeof(exchange));
+  RETURN_IF_ERROR(exchange_->Upload());
   CollectiveOptions copts;
   copts.timeout = opts_.timeout;
   copts.bucket = kTagZero2Stats;
   absl::Status exchanged =
-      comm_->AllReduce(TensorView{exchange, 2, DataType::kFloat32}, ReduceOp::kSum, copts)->Wait();
+      comm_->AllReduce(TensorView{exchange_->wire(), 2, DataType::kFloat32}, ReduceOp::kSum, copts)
+          ->Wait();
+  if (exchanged.ok()) exchanged = exchange_->Download();
+  std::memcpy(exchange, exchange_->host(), sizeof(exchange));
   if (!exchanged.ok()) {
     return WithPrefix(exchanged, absl::StrCat("step ", step_,
                                               ": the readiness and gradient-norm all-reduce "
@@ -352,16 +354,18 @@ absl::Status Zero2Reducer::NameUnready(const std::vector<size_t>& local_unready)
   const size_t n = params_.size();
   const size_t bytes = (n + 7) / 8;
   const size_t world = plan_.world_size;
-  std::vector<uint8_t> in(bytes, 0), out(bytes * world, 0);
-  for (size_t t : local_unready) in[t / 8] |= static_cast<uint8_t>(1u << (t % 8));
+  ASSIGN_OR_RETURN(StagedBytes in, StagedBytes::Create(memory_, bytes));
+  ASSIGN_OR_RETURN(StagedBytes all, StagedBytes::Create(memory_, bytes * world));
+  std::fill_n(in.host(), bytes, 0);
+  for (size_t t : local_unready) in.host()[t / 8] |= static_cast<uint8_t>(1u << (t % 8));
   ledger_.Record(CollectiveKind::kAllGather, kTagUnusedBitmap, bytes, DataType::kUInt8);
   CollectiveOptions copts;
   copts.timeout = opts_.timeout;
   copts.bucket = kTagUnusedBitmap;
-  absl::Status s = comm_->AllGather(TensorView{in.data(), bytes, DataType::kUInt8},
-                                    TensorView{out.data(), bytes * world, DataType::kUInt8},
-                                    copts)
-                       ->Wait();
+  absl::Status s = in.Upload();
+  if (s.ok()) s = comm_->AllGather(in.view(), all.view(), copts)->Wait();
+  if (s.ok()) s = all.Download();
+  const uint8_t* out = all.host();
   if (!s.ok()) {
     return WithPrefix(s, absl::StrCat("step ", step_,
                                       ": some rank left parameters without gradient, and the "

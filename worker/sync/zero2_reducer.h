@@ -2,7 +2,8 @@
 // the step holding only the AVERAGED gradient of the elements it owns (zero2_plan.h), and never
 // a full-size gradient arena.
 //
-// Use (one Zero2Reducer per rank, on the training thread; the CPU trainer, host memory):
+// Use (one Zero2Reducer per rank, on the training thread; the CPU trainer with host memory, or
+// the GPU trainer with its device memory, tensor_memory.h):
 //
 //   ASSIGN_OR_RETURN(auto reducer, Zero2Reducer::Create(comm, trainable, plan, opts));
 //   for each step:
@@ -90,9 +91,8 @@ class Zero2Reducer {
   // counts the plan was made for; `plan` for comm's world size. `comm` is not owned and must
   // outlive the reducer. Issues no collective.
   // Errors: INVALID_ARGUMENT naming what is wrong (null comm or clock, a plan for another world
-  // size or other parameters, timeout <= 0, ledger_check_interval_steps < 0, a memory that is
-  // not host-accessible host memory: "zero2 runs on the CPU trainer (gloo) only"); the memory's
-  // allocation errors.
+  // size or other parameters, timeout <= 0, ledger_check_interval_steps < 0, a memory of
+  // another kind than comm's); the memory's allocation errors.
   static absl::StatusOr<std::unique_ptr<Zero2Reducer>> Create(Collective* comm,
                                                               std::vector<ParameterInfo> params,
                                                               Zero2Plan plan,
@@ -161,6 +161,7 @@ class Zero2Reducer {
   CollectiveLedger ledger_;
 
   TensorBuffer<float> shard_;
+  std::unique_ptr<StagedBytes> exchange_;  // the readiness sentinel and the squared norm
   std::vector<TensorBuffer<float>> pool_;
   std::vector<int> holder_;      // per pool buffer: the bucket holding it, -1 = free
   std::vector<int> buffer_of_;   // per bucket: its pool buffer this step, -1 = none

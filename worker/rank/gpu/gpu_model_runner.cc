@@ -10,6 +10,7 @@
 #include "common/gpu/gpu_devices.h"
 #include "common/status_macros.h"
 #include "worker/checkpoint/training_state.h"
+#include "worker/sync/fsdp_parameters.h"
 #include "worker/sync/gpu/cuda_tensor_memory.h"
 #include "worker/trainer/gpu/gpu_mlp.h"
 #include "worker/trainer/gpu/gpu_mlp_kernels.h"
@@ -58,12 +59,43 @@ class GpuModelRunner : public ModelRunner {
   void BindGradients(std::vector<float*> slots) override {
     model_->BindGradients(std::move(slots));
   }
+  void ReleaseOwnGradients(const std::vector<bool>& which) override {
+    model_->ReleaseOwnGradients(which);
+  }
   absl::Status ZeroGradients() override { return model_->ZeroGradients(); }
 
   absl::StatusOr<double> ForwardBackward(const float* x, const int32_t* y, size_t batch,
                                          const BackwardOptions& opts) override {
-    return model_->ForwardBackward(x, y, batch, opts);
+    if (fsdp_ == nullptr) return model_->ForwardBackward(x, y, batch, opts);
+    // fsdp: each layer gathered into device staging as it runs, released after the pass.
+    BackwardOptions gathered = opts;
+    gathered.params_for = [this](size_t k) { return fsdp_->Acquire(k); };
+    absl::StatusOr<double> loss = model_->ForwardBackward(x, y, batch, gathered);
+    fsdp_->Release();
+    return loss;
   }
+
+  // strategy fsdp: the owned elements go into the shard (device to device), then the model's
+  // own parameters are freed.
+  absl::Status ShardParameters(FsdpParameters* params) override {
+    if (params == nullptr) return absl::InvalidArgumentError("ShardParameters: null parameters");
+    const std::vector<float*> full = model_->param_ptrs();
+    RETURN_IF_ERROR(params->LoadOwned(std::vector<const float*>(full.begin(), full.end())));
+    model_->ReleaseParameters();
+    fsdp_ = params;
+    return absl::OkStatus();
+  }
+  // The gathered parameters go into the host mirror, which is what checkpoints read.
+  absl::Status GatherFullParameters() override {
+    if (fsdp_ == nullptr) return ModelRunner::GatherFullParameters();
+    ASSIGN_OR_RETURN(std::vector<std::vector<float>> full, fsdp_->GatherAll());
+    for (size_t i = 0; i < full.size(); ++i) {
+      std::copy(full[i].begin(), full[i].end(), host_->param(i));
+    }
+    host_gathered_ = true;
+    return absl::OkStatus();
+  }
+  void ReleaseFullParameters() override { host_gathered_ = false; }
 
   // Enqueued on the compute stream before the reducer's MarkReady can issue the collective that
   // averages this gradient in place, so the kernel reads the local values.
@@ -104,8 +136,41 @@ class GpuModelRunner : public ModelRunner {
     return optimizer_->Step(model_->param_ptrs(), model_->grad_ptrs(), has_grad);
   }
 
+  // strategy zero2: the sharded optimizer steps the owned elements with the reduce-scattered
+  // shard (device pointers into the reducer's memory, which is memory_).
+  absl::Status OptimizerStepOwned(const std::vector<bool>& has_grad,
+                                  const std::vector<const float*>& owned_grads) override {
+    if (fsdp_ == nullptr) return optimizer_->StepOwned(model_->param_ptrs(), owned_grads, has_grad);
+    // fsdp: the owned parameter elements are all this rank holds.
+    std::vector<float*> owned_params;
+    for (size_t i = 0; i < parameters().size(); ++i) {
+      owned_params.push_back(fsdp_->owned_parameter(i));
+    }
+    return optimizer_->StepShard(owned_params, owned_grads, has_grad);
+  }
+
   absl::StatusOr<Mlp::EvalResult> Evaluate(const Dataset& test, size_t batch) override {
-    RETURN_IF_ERROR(model_->CopyParametersTo(*host_));
+    if (fsdp_ == nullptr) {
+      RETURN_IF_ERROR(model_->CopyParametersTo(*host_));
+      return host_->Evaluate(test, batch);
+    }
+    // fsdp: every layer gathered once (the CPU runner's gathers, in its order), copied into the
+    // host mirror, released.
+    const size_t num_layers = parameters().size() / 2;
+    absl::Status copied;
+    for (size_t k = 0; k < num_layers && copied.ok(); ++k) {
+      absl::StatusOr<LayerParameters> layer = fsdp_->Acquire(k);
+      copied = layer.status();
+      if (!copied.ok()) break;
+      copied = memory_.CopyToHost(host_->param(2 * k), layer->weight,
+                                  parameters()[2 * k].count * sizeof(float));
+      if (copied.ok()) {
+        copied = memory_.CopyToHost(host_->param(2 * k + 1), layer->bias,
+                                    parameters()[2 * k + 1].count * sizeof(float));
+      }
+    }
+    fsdp_->Release();
+    RETURN_IF_ERROR(copied);
     return host_->Evaluate(test, batch);
   }
   // strategy zero1: a sharded GpuSgdOptimizer takes over, holding only the owned elements of
@@ -130,7 +195,7 @@ class GpuModelRunner : public ModelRunner {
                                               const std::string& fingerprint) override {
     if (optimizer_->sharded()) {
       return absl::FailedPreconditionError(
-          "the optimizer state is sharded (strategy zero1): a checkpoint needs the momentum "
+          "the optimizer state is sharded (strategy zero1 or zero2): a checkpoint needs the momentum "
           "gathered from every rank (CaptureStateWithMomentum)");
     }
     ASSIGN_OR_RETURN(std::vector<std::vector<float>> momentum,
@@ -140,7 +205,13 @@ class GpuModelRunner : public ModelRunner {
   absl::StatusOr<CheckpointData> CaptureStateWithMomentum(
       uint64_t step, uint64_t epoch, const std::string& fingerprint,
       std::vector<std::vector<float>> momentum) override {
-    RETURN_IF_ERROR(model_->CopyParametersTo(*host_));
+    if (fsdp_ == nullptr) {
+      RETURN_IF_ERROR(model_->CopyParametersTo(*host_));
+    } else if (!host_gathered_) {
+      return absl::FailedPreconditionError(
+          "the parameters are sharded (strategy fsdp): a checkpoint needs them gathered from "
+          "every rank first (GatherFullParameters)");
+    }
     SgdOptimizer host_optimizer(host_->parameters(), sgd_);
     RETURN_IF_ERROR(host_optimizer.RestoreMomentumBuffers(std::move(momentum)));
     host_optimizer.set_step_count(optimizer_->step_count());
@@ -163,6 +234,8 @@ class GpuModelRunner : public ModelRunner {
   TensorBuffer<double> norm_partials_;  // kSquaredSumBlocks per parameter
   std::vector<bool> noted_;             // parameters noted since the last Take
   absl::Status norm_error_;
+  FsdpParameters* fsdp_ = nullptr;  // strategy fsdp: where the parameters live (not owned)
+  bool host_gathered_ = false;      // fsdp: host_ holds the gathered parameters
 };
 
 }  // namespace

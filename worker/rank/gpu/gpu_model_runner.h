@@ -8,7 +8,13 @@
 //
 // strategy zero1 (ShardOptimizerState): the GpuSgdOptimizer steps only the rank's owned elements
 // and keeps their momentum only, on the device; the training loop all-gathers the parameter
-// shards through the runner's device memory, as on the CPU runner.
+// shards through the runner's device memory, as on the CPU runner. strategy zero2 likewise, with
+// the gradients reduce-scattered by the zero2 reducer in the runner's device memory: backward
+// writes each gradient into the slot the reducer's pool hands out (slot_for), the model's own
+// gradient storage is released, and OptimizerStepOwned steps with the owned shard. strategy
+// fsdp (ShardParameters): the FsdpParameters' shard and layer staging live in the runner's
+// device memory; the GpuMlp frees its parameters and takes each layer from the gathers; a
+// checkpoint's GatherFullParameters gathers into the host mirror.
 //
 // Numbers: the GPU trainer tracks the CPU trainer within worker/trainer/gpu_tolerances.h (see
 // docs/gpu.md); the SGD update and the drift figure are bit-identical for equal inputs.

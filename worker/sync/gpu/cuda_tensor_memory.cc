@@ -95,5 +95,18 @@ absl::Status CudaTensorMemory::MaxAbsDiff(const std::vector<const float*>& a,
   return absl::OkStatus();
 }
 
+absl::Status CudaTensorMemory::SquaredSum(const float* src, size_t count, double* out) {
+  *out = 0;
+  if (count == 0) return absl::OkStatus();
+  RL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  ASSIGN_OR_RETURN(TensorBuffer<double> partials,
+                   TensorBuffer<double>::Allocate(this, kSquaredSumBlocks));
+  RL_CUDA_RETURN_IF_ERROR(LaunchSquaredSumPartials(src, count, partials.data(), stream_));
+  double host[kSquaredSumBlocks];
+  RETURN_IF_ERROR(CopyToHost(host, partials.data(), partials.bytes()));
+  for (int k = 0; k < kSquaredSumBlocks; ++k) *out += host[k];
+  return absl::OkStatus();
+}
+
 }  // namespace gpu
 }  // namespace ringleader

@@ -12,6 +12,8 @@
 //   Copy                 cudaMemcpyAsync device to device
 //   CastToBf16/FromBf16  gpu_mlp_kernels.h's cast kernels (bf16.h's rounding)
 //   MaxAbsDiff           tensor_memory_kernels.h's reduction, one partials copy back
+//   SquaredSum           gpu_mlp_kernels.h's squared-sum partials, one copy back, added in
+//                        block order (deterministic)
 //
 // Why the compute stream: NcclCollective makes its communication stream wait for the compute
 // stream at each call (NcclOptions::compute_stream), so a cast or the sentinel write enqueued
@@ -53,6 +55,7 @@ class CudaTensorMemory : public TensorMemory {
   absl::Status CastFromBf16(const uint16_t* src, float* dst, size_t count) override;
   absl::Status MaxAbsDiff(const std::vector<const float*>& a, const std::vector<const float*>& b,
                           const std::vector<size_t>& counts, std::vector<double>* out) override;
+  absl::Status SquaredSum(const float* src, size_t count, double* out) override;
 
  private:
   const int device_;

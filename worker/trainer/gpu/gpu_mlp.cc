@@ -53,6 +53,13 @@ void PinnedFree(T** ptr) {
   *ptr = nullptr;
 }
 
+// BackwardOptions::slot_for's slot for parameter i (Mlp's contract: non-null, checked).
+float* TakeSlot(const BackwardOptions& opts, size_t i) {
+  float* slot = opts.slot_for(i);
+  CheckOrDie(slot != nullptr, "BackwardOptions::slot_for returned a null slot");
+  return slot;
+}
+
 }  // namespace
 
 GpuMlp::GpuMlp(const Mlp& initial, const GpuMlpOptions& options)
@@ -113,6 +120,7 @@ GpuMlp::~GpuMlp() {
   DeviceFree(&params_);
   DeviceFree(&own_grads_);
   DeviceFree(&params_bf16_);
+  DeviceFree(&weight_bf16_staging_);
   DeviceFree(&norm_partials_);
   PinnedFree(&pinned_norm_partials_);
   if (cublas_ != nullptr) cublasDestroy(cublas_);
@@ -167,6 +175,7 @@ absl::Status GpuMlp::ReserveBatch(size_t batch) {
 
 void GpuMlp::BindGradients(std::vector<float*> slots) {
   if (slots.empty()) {
+    CheckOrDie(own_grads_ != nullptr, "BindGradients({}) after ReleaseOwnGradients");
     grad_slots_ = own_grad_ptrs_;
     return;
   }
@@ -175,9 +184,70 @@ void GpuMlp::BindGradients(std::vector<float*> slots) {
   grad_slots_ = std::move(slots);
 }
 
+void GpuMlp::ReleaseOwnGradients(const std::vector<bool>& which) {
+  CheckOrDie(which.size() == infos_.size(), "ReleaseOwnGradients: one entry per parameter");
+  for (size_t i = 0; i < infos_.size(); ++i) {
+    if (!which[i]) continue;
+    if (grad_slots_[i] == own_grad_ptrs_[i]) grad_slots_[i] = nullptr;
+    own_grad_ptrs_[i] = nullptr;
+  }
+  // One allocation holds every own gradient: it goes once no parameter uses it any more.
+  if (std::all_of(own_grad_ptrs_.begin(), own_grad_ptrs_.end(),
+                  [](const float* p) { return p == nullptr; }) &&
+      own_grads_ != nullptr) {
+    // Kernels enqueued earlier may still read it; a failed wait means a lost device, and the
+    // next call reports that.
+    if (cudaSetDevice(options_.device) == cudaSuccess) cudaStreamSynchronize(stream_);
+    DeviceFree(&own_grads_);
+  }
+}
+
+void GpuMlp::ReleaseParameters() {
+  // Kernels enqueued earlier may still read them; a failed wait means a lost device, and the
+  // next call reports that.
+  if (cudaSetDevice(options_.device) == cudaSuccess) cudaStreamSynchronize(stream_);
+  DeviceFree(&params_);
+  DeviceFree(&params_bf16_);
+  std::fill(param_ptrs_.begin(), param_ptrs_.end(), nullptr);
+  std::fill(param_bf16_ptrs_.begin(), param_bf16_ptrs_.end(), nullptr);
+}
+
+absl::StatusOr<GpuMlp::Layer> GpuMlp::LayerFor(size_t k, const ParameterProvider* provider) {
+  const bool bf16 = options_.precision == Precision::kBf16;
+  Layer layer;
+  if (provider == nullptr) {
+    CheckOrDie(params_ != nullptr, "released parameters need a ParameterProvider (params_for)");
+    layer.weight = param_ptrs_[2 * k];
+    layer.bias = param_ptrs_[2 * k + 1];
+    layer.weight_gemm = GemmInput(layer.weight, bf16 ? param_bf16_ptrs_[2 * k] : nullptr);
+    return layer;
+  }
+  ASSIGN_OR_RETURN(LayerParameters provided, (*provider)(k));
+  CheckOrDie(provided.weight != nullptr && provided.bias != nullptr,
+             "a ParameterProvider returned a null weight or bias");
+  layer.weight = provided.weight;
+  layer.bias = provided.bias;
+  layer.weight_gemm = layer.weight;
+  if (bf16) {
+    if (weight_bf16_staging_ == nullptr) {
+      size_t largest = 0;
+      for (size_t j = 0; j + 1 < layers_.size(); ++j) {
+        largest = std::max(largest, layers_[j] * layers_[j + 1]);
+      }
+      RETURN_IF_ERROR(DeviceAlloc(&weight_bf16_staging_, largest));
+    }
+    // Stream order: the previous GEMM reading the staging runs before this cast overwrites it.
+    RL_CUDA_RETURN_IF_ERROR(LaunchFloatToBf16(layer.weight, weight_bf16_staging_,
+                                              infos_[2 * k].count, stream_));
+    layer.weight_gemm = weight_bf16_staging_;
+  }
+  return layer;
+}
+
 absl::Status GpuMlp::ZeroGradients() {
   RL_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
   for (size_t i = 0; i < infos_.size(); ++i) {
+    if (grad_slots_[i] == nullptr) continue;  // released, handed out per step (slot_for)
     RL_CUDA_RETURN_IF_ERROR(
         cudaMemsetAsync(grad_slots_[i], 0, infos_[i].count * sizeof(float), stream_));
   }
@@ -232,9 +302,15 @@ absl::StatusOr<double> GpuMlp::ForwardBackward(const float* x, const int32_t* y,
                                           cudaMemcpyHostToDevice, stream_));
   RL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(labels_, pinned_y_, batch * sizeof(int32_t),
                                           cudaMemcpyHostToDevice, stream_));
+  const ParameterProvider* provider = opts.params_for ? &opts.params_for : nullptr;
+  CheckOrDie(provider != nullptr || params_ != nullptr,
+             "released parameters need a ParameterProvider (params_for)");
   if (bf16) {
-    // The optimizer changed the fp32 master weights since the last step.
-    RL_CUDA_RETURN_IF_ERROR(LaunchFloatToBf16(params_, params_bf16_, total_params_, stream_));
+    // The optimizer changed the fp32 master weights since the last step (a provider's weights
+    // are cast one by one, LayerFor).
+    if (provider == nullptr) {
+      RL_CUDA_RETURN_IF_ERROR(LaunchFloatToBf16(params_, params_bf16_, total_params_, stream_));
+    }
     RL_CUDA_RETURN_IF_ERROR(
         LaunchFloatToBf16(input_, input_bf16_, batch * input_features(), stream_));
   }
@@ -244,13 +320,13 @@ absl::StatusOr<double> GpuMlp::ForwardBackward(const float* x, const int32_t* y,
   for (size_t k = 0; k < num_linear; ++k) {
     const int fan_in = static_cast<int>(layers_[k]);
     const int fan_out = static_cast<int>(layers_[k + 1]);
-    const void* w = GemmInput(param_ptrs_[2 * k], bf16 ? param_bf16_ptrs_[2 * k] : nullptr);
+    ASSIGN_OR_RETURN(const Layer layer, LayerFor(k, provider));
     const void* in = k == 0 ? GemmInput(input_, input_bf16_)
                             : GemmInput(activations_[k - 1], activations_bf16_[k - 1]);
-    RETURN_IF_ERROR(Gemm(CUBLAS_OP_T, CUBLAS_OP_N, fan_out, nb, fan_in, w, fan_in, in, fan_in, 0.0f,
-                         activations_[k], fan_out));
+    RETURN_IF_ERROR(Gemm(CUBLAS_OP_T, CUBLAS_OP_N, fan_out, nb, fan_in, layer.weight_gemm, fan_in,
+                         in, fan_in, 0.0f, activations_[k], fan_out));
     const bool hidden = k + 1 < num_linear;
-    RL_CUDA_RETURN_IF_ERROR(LaunchBiasActivation(activations_[k], param_ptrs_[2 * k + 1], batch,
+    RL_CUDA_RETURN_IF_ERROR(LaunchBiasActivation(activations_[k], layer.bias, batch,
                                                  layers_[k + 1], hidden, stream_));
     if (bf16 && hidden) {
       RL_CUDA_RETURN_IF_ERROR(LaunchFloatToBf16(activations_[k], activations_bf16_[k],
@@ -275,6 +351,9 @@ absl::StatusOr<double> GpuMlp::ForwardBackward(const float* x, const int32_t* y,
     }
     const void* delta = GemmInput(delta_, delta_bf16_);
     if (!skipped(b_index)) {
+      if (opts.slot_for) grad_slots_[b_index] = TakeSlot(opts, b_index);
+      CheckOrDie(grad_slots_[b_index] != nullptr,
+                 "a released gradient needs BackwardOptions::slot_for");
       RL_CUDA_RETURN_IF_ERROR(
           LaunchBiasGrad(delta_, batch, layers_[k + 1], grad_slots_[b_index], stream_));
       if (opts.on_ready) opts.on_ready(b_index);
@@ -284,6 +363,9 @@ absl::StatusOr<double> GpuMlp::ForwardBackward(const float* x, const int32_t* y,
       // delta (op T of the out x batch view).
       const void* in = k == 0 ? GemmInput(input_, input_bf16_)
                               : GemmInput(activations_[k - 1], activations_bf16_[k - 1]);
+      if (opts.slot_for) grad_slots_[w_index] = TakeSlot(opts, w_index);
+      CheckOrDie(grad_slots_[w_index] != nullptr,
+                 "a released gradient needs BackwardOptions::slot_for");
       RETURN_IF_ERROR(Gemm(CUBLAS_OP_N, CUBLAS_OP_T, fan_in, fan_out, nb, in, fan_in, delta,
                            fan_out, 1.0f, grad_slots_[w_index], fan_in));
       if (opts.on_ready) opts.on_ready(w_index);
@@ -291,9 +373,9 @@ absl::StatusOr<double> GpuMlp::ForwardBackward(const float* x, const int32_t* y,
     if (k == 0) break;  // no gradient for the input
     // delta_prev[batch, in] = delta[batch, out] · W[out, in]: column-major delta_prev^T
     // (in x batch) = W^T view (in x out) · delta^T (out x batch). Then through the ReLU.
-    const void* w = GemmInput(param_ptrs_[w_index], bf16 ? param_bf16_ptrs_[w_index] : nullptr);
-    RETURN_IF_ERROR(Gemm(CUBLAS_OP_N, CUBLAS_OP_N, fan_in, nb, fan_out, w, fan_in, delta, fan_out,
-                         0.0f, delta_prev_, fan_in));
+    ASSIGN_OR_RETURN(const Layer layer, LayerFor(k, provider));
+    RETURN_IF_ERROR(Gemm(CUBLAS_OP_N, CUBLAS_OP_N, fan_in, nb, fan_out, layer.weight_gemm, fan_in,
+                         delta, fan_out, 0.0f, delta_prev_, fan_in));
     RL_CUDA_RETURN_IF_ERROR(
         LaunchReluBackward(delta_prev_, activations_[k - 1], batch * layers_[k], stream_));
     std::swap(delta_, delta_prev_);
@@ -316,8 +398,10 @@ absl::StatusOr<double> GpuMlp::GradNorm(const std::vector<bool>& include) {
   }
   RL_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
   for (size_t i = 0; i < infos_.size(); ++i) {
+    // A released slot (no gradient this step) launches over nothing: its partials are zeros.
     RL_CUDA_RETURN_IF_ERROR(LaunchSquaredSumPartials(
-        grad_slots_[i], infos_[i].count, norm_partials_ + i * kSquaredSumBlocks, stream_));
+        grad_slots_[i], grad_slots_[i] == nullptr ? 0 : infos_[i].count,
+        norm_partials_ + i * kSquaredSumBlocks, stream_));
   }
   const size_t n = kSquaredSumBlocks * infos_.size();
   RL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(pinned_norm_partials_, norm_partials_, n * sizeof(double),
@@ -337,6 +421,10 @@ absl::Status GpuMlp::CopyParametersTo(Mlp& host) {
     return absl::InvalidArgumentError(
         "CopyParametersTo: the host model's layers differ from the GPU model's");
   }
+  if (params_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "CopyParametersTo: the parameters were released (strategy fsdp): gather them instead");
+  }
   RL_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
   for (size_t i = 0; i < infos_.size(); ++i) {
     RL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.param(i), param_ptrs_[i],
@@ -350,6 +438,10 @@ absl::StatusOr<std::vector<float>> GpuMlp::CopyGradientToHost(size_t i) {
   if (i >= infos_.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("CopyGradientToHost: parameter ", i, " does not exist (", infos_.size(), ")"));
+  }
+  if (grad_slots_[i] == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "CopyGradientToHost: parameter ", i, "'s gradient storage was released"));
   }
   RL_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
   std::vector<float> out(infos_[i].count);

@@ -18,12 +18,19 @@
 // "bf16") the GEMM inputs (weights, activations, deltas) are rounded to bfloat16 and accumulated
 // in fp32; parameters ("master weights"), gradients, bias and loss math stay fp32.
 //
+// Gradient slots: the model's own storage by default, the reducer's bucket views after
+// BindGradients, or per step from BackwardOptions::slot_for (strategy zero2, a device pointer
+// the reducer's pool hands out; it is zeroed on stream() before backward writes it).
+//
 // Streams: everything runs on the model's own compute stream(). Host inputs are copied into
 // pinned staging buffers and sent with cudaMemcpyAsync. on_ready(i) is called on the calling
 // thread right after the kernels that finish parameter i's gradient were ENQUEUED: the gradient
 // is complete in stream order — work that waits on stream() (NcclCollective does, through
 // NcclOptions::compute_stream) sees it. ForwardBackward returns after the loss was copied back,
 // so the host waits for the whole step.
+//
+// Strategy fsdp: after ReleaseParameters every pass takes each layer's parameters from
+// BackwardOptions::params_for, in the CPU Mlp's order (2K - 1 calls per pass).
 //
 // Not supported yet: MlpOptions::with_buffers (Create answers UNIMPLEMENTED).
 //
@@ -89,7 +96,23 @@ class GpuMlp {
   // the model's own storage. Same contract as Mlp::BindGradients (checked; aborts otherwise).
   void BindGradients(std::vector<float*> slots);
 
-  // Sets every gradient slot to 0 (enqueued on stream()).
+  // Mlp::ReleaseOwnGradients: parameter i with which[i] (one entry per parameter, checked) no
+  // longer has gradient storage of the model's own; its slot is null until
+  // BackwardOptions::slot_for or BindGradients gives it one (strategy zero2 hands every slot out
+  // per step). The single own-gradient allocation is freed once no parameter keeps it (after
+  // waiting for stream()); BindGradients({}) is then a programmer error (checked).
+  void ReleaseOwnGradients(const std::vector<bool>& which);
+
+  // Strategy fsdp (Mlp::ReleaseParameters): frees the model's parameters (and their bf16 copy)
+  // after waiting for stream(); from then on ForwardBackward needs BackwardOptions::params_for
+  // (device pointers, valid in stream order until the provider's next call; checked, aborts
+  // otherwise), param() and param_ptrs() are null, and CopyParametersTo answers
+  // FAILED_PRECONDITION. In kBf16 mode each provided weight is cast into one staging buffer of
+  // the largest weight's size right before its GEMM. Irreversible.
+  void ReleaseParameters();
+  bool parameters_released() const { return params_ == nullptr; }
+
+  // Sets every gradient slot to 0 (enqueued on stream()); released slots are skipped.
   absl::Status ZeroGradients();
 
   // Mlp::ForwardBackward on the GPU: x is batch x input_features host floats, y batch host
@@ -124,6 +147,15 @@ class GpuMlp {
                     const void* a, int lda, const void* b, int ldb, float beta, float* c, int ldc);
   // The pointer a GEMM should read for fp32 data `f` (or its bf16 copy `h` in kBf16 mode).
   const void* GemmInput(const float* f, const uint16_t* h) const;
+  // Layer k's weight and bias, from `provider` when non-null (fsdp), else the model's own, and
+  // what a GEMM reads for the weight (in kBf16 mode: the bf16 copy, or the provided weight cast
+  // into the staging buffer). Errors: the provider's; CUDA errors.
+  struct Layer {
+    const float* weight = nullptr;
+    const float* bias = nullptr;
+    const void* weight_gemm = nullptr;
+  };
+  absl::StatusOr<Layer> LayerFor(size_t k, const ParameterProvider* provider);
 
   const std::vector<size_t> layers_;
   const GpuMlpOptions options_;
@@ -138,6 +170,7 @@ class GpuMlp {
   float* params_ = nullptr;
   float* own_grads_ = nullptr;
   uint16_t* params_bf16_ = nullptr;  // kBf16 only: bf16 copy of the parameters
+  uint16_t* weight_bf16_staging_ = nullptr;  // kBf16 with a provider: the current weight
   std::vector<float*> param_ptrs_;
   std::vector<uint16_t*> param_bf16_ptrs_;
   std::vector<float*> own_grad_ptrs_;

@@ -52,11 +52,37 @@ GpuSgdOptimizer::~GpuSgdOptimizer() {
 absl::Status GpuSgdOptimizer::Step(const std::vector<float*>& params,
                                    const std::vector<const float*>& grads,
                                    const std::vector<bool>& has_grad) {
+  return StepImpl("Step", params, grads, has_grad, /*grads_at_owned=*/false,
+                  /*params_at_owned=*/false);
+}
+
+absl::Status GpuSgdOptimizer::StepOwned(const std::vector<float*>& params,
+                                        const std::vector<const float*>& owned_grads,
+                                        const std::vector<bool>& has_grad) {
+  return StepImpl("StepOwned", params, owned_grads, has_grad, /*grads_at_owned=*/true,
+                  /*params_at_owned=*/false);
+}
+
+absl::Status GpuSgdOptimizer::StepShard(const std::vector<float*>& owned_params,
+                                        const std::vector<const float*>& owned_grads,
+                                        const std::vector<bool>& has_grad) {
+  return StepImpl("StepShard", owned_params, owned_grads, has_grad, /*grads_at_owned=*/true,
+                  /*params_at_owned=*/true);
+}
+
+absl::Status GpuSgdOptimizer::StepImpl(const char* who, const std::vector<float*>& params,
+                                       const std::vector<const float*>& grads,
+                                       const std::vector<bool>& has_grad, bool grads_at_owned,
+                                       bool params_at_owned) {
   if (params.size() != params_.size() || grads.size() != params_.size() ||
       has_grad.size() != params_.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "GpuSgdOptimizer::Step: params, grads and has_grad need ", params_.size(),
+        "GpuSgdOptimizer::", who, ": params, grads and has_grad need ", params_.size(),
         " entries each, got ", params.size(), ", ", grads.size(), ", ", has_grad.size()));
+  }
+  if ((grads_at_owned || params_at_owned) && !sharded_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GpuSgdOptimizer::", who, ": the optimizer is not sharded (CreateSharded first)"));
   }
   RL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
   // The same float hyper-parameters as SgdOptimizer::Step.
@@ -75,9 +101,9 @@ absl::Status GpuSgdOptimizer::Step(const std::vector<float*>& params,
         buffers_[i] = static_cast<float*>(raw);
       }
     }
-    RL_CUDA_RETURN_IF_ERROR(
-        LaunchSgdUpdate(params[i] + owned_[i].begin, grads[i] + owned_[i].begin, buffers_[i], n,
-                        h, first, stream_));
+    float* param = params_at_owned ? params[i] : params[i] + owned_[i].begin;
+    const float* grad = grads_at_owned ? grads[i] : grads[i] + owned_[i].begin;
+    RL_CUDA_RETURN_IF_ERROR(LaunchSgdUpdate(param, grad, buffers_[i], n, h, first, stream_));
   }
   ++step_count_;
   return absl::OkStatus();

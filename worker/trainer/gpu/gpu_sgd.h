@@ -7,7 +7,7 @@
 // gradient (torch's `momentum_buffer is None`). Updates are enqueued on the stream given at
 // creation (the model's stream()); Step does not wait for them.
 //
-// Sharded (strategy zero1, CreateSharded): like SgdOptimizer's sharded form, it steps only
+// Sharded (strategies zero1, zero2 and fsdp, CreateSharded): like SgdOptimizer's sharded form, it steps only
 // owned[i] of parameter i's elements, with the same kernel on that sub-range (the update of
 // element k reads and writes element k only, so each owned element ends bit for bit as the
 // unsharded optimizer leaves it), and a device momentum buffer holds owned[i].size() elements.
@@ -50,6 +50,17 @@ class GpuSgdOptimizer {
   // parameters().size(); CUDA errors (cuda_status.h).
   absl::Status Step(const std::vector<float*>& params, const std::vector<const float*>& grads,
                     const std::vector<bool>& has_grad);
+  // SgdOptimizer::StepOwned (strategy zero2): owned_grads[i] points at the gradient of the
+  // owned elements only (the reduce-scattered shard; null where nothing is owned). Errors:
+  // Step's; INVALID_ARGUMENT if the optimizer is not sharded.
+  absl::Status StepOwned(const std::vector<float*>& params,
+                         const std::vector<const float*>& owned_grads,
+                         const std::vector<bool>& has_grad);
+  // SgdOptimizer::StepShard (strategy fsdp): owned_params[i] points at the owned elements too.
+  // Errors: StepOwned's.
+  absl::Status StepShard(const std::vector<float*>& owned_params,
+                         const std::vector<const float*>& owned_grads,
+                         const std::vector<bool>& has_grad);
 
   const std::vector<ParameterInfo>& parameters() const { return params_; }
   const SgdOptions& options() const { return options_; }
@@ -77,6 +88,12 @@ class GpuSgdOptimizer {
  private:
   GpuSgdOptimizer(std::vector<ParameterInfo> params, SgdOptions options,
                   std::vector<ElementRange> owned, bool sharded, int device, cudaStream_t stream);
+
+  // Step, StepOwned, StepShard: grads[i] points at element owned_[i].begin's gradient when
+  // `grads_at_owned`, else at element 0's; params[i] likewise with `params_at_owned`.
+  absl::Status StepImpl(const char* who, const std::vector<float*>& params,
+                        const std::vector<const float*>& grads, const std::vector<bool>& has_grad,
+                        bool grads_at_owned, bool params_at_owned);
 
   std::vector<ParameterInfo> params_;
   SgdOptions options_;
