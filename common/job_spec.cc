@@ -416,24 +416,10 @@ absl::Status ValidateReduceScatterCombination(const JobSpec& spec, const std::st
         "sharding) or command"));
   }
   const v1::SyncSpec& sync = spec.sync();
-  if (sync.gradient_accumulation_steps() > 1) {
-    return Invalid(absl::StrCat(
-        "sync.gradient_accumulation_steps: strategy ", strategy, " reduce-scatters every step's "
-        "gradients once and does not accumulate micro-batches, got ",
-        sync.gradient_accumulation_steps(),
-        "; set it to 1 (raise batch_size instead) or use strategy zero1"));
-  }
   if (sync.comm_dtype() == "bf16") {
     return Invalid(absl::StrCat(
         "sync.comm_dtype: strategy ", strategy, " reduce-scatters fp32 gradients only; set "
         "comm_dtype: fp32 or use strategy zero1 for bf16 communication"));
-  }
-  if (sync.find_unused_parameters()) {
-    return Invalid(absl::StrCat(
-        "sync.find_unused_parameters: strategy ", strategy, " does not support unused parameters; ",
-        strategy == "fsdp" ? "drop find_unused_parameters (every parameter needs a gradient)"
-                           : "freeze them on every rank (model.frozen_parameters)",
-        " or use strategy zero1"));
   }
   if (sync.rebuild_buckets()) {
     return Invalid(absl::StrCat(

@@ -80,12 +80,12 @@ TEST(ValidateJobSpecTest, Zero2RefusesWhatItDoesNotRunNamingFieldAndFix) {
   ExpectInvalid(spec, "strategy: zero2 shards the built-in trainer's gradients and optimizer "
                       "state, and a command job runs your own program");
 
+  // Accumulation and unused parameters run under zero2.
   spec = ValidSpec();
   spec.set_strategy("zero2");
   spec.mutable_sync()->set_gradient_accumulation_steps(4);
-  ExpectInvalid(spec, "sync.gradient_accumulation_steps: strategy zero2 reduce-scatters every "
-                      "step's gradients once and does not accumulate micro-batches, got 4; set "
-                      "it to 1");
+  spec.mutable_sync()->set_find_unused_parameters(true);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
 
   spec = ValidSpec();
   spec.set_strategy("zero2");
@@ -93,11 +93,6 @@ TEST(ValidateJobSpecTest, Zero2RefusesWhatItDoesNotRunNamingFieldAndFix) {
   ExpectInvalid(spec, "sync.comm_dtype: strategy zero2 reduce-scatters fp32 gradients only; set "
                       "comm_dtype: fp32");
 
-  spec = ValidSpec();
-  spec.set_strategy("zero2");
-  spec.mutable_sync()->set_find_unused_parameters(true);
-  ExpectInvalid(spec, "sync.find_unused_parameters: strategy zero2 does not support unused "
-                      "parameters; freeze them on every rank (model.frozen_parameters)");
 
   spec = ValidSpec();
   spec.set_strategy("zero2");
@@ -160,20 +155,14 @@ TEST(ValidateJobSpecTest, FsdpRefusesWhatItDoesNotRunNamingFieldAndFix) {
   spec = ValidSpec();
   spec.set_strategy("fsdp");
   spec.mutable_sync()->set_gradient_accumulation_steps(4);
-  ExpectInvalid(spec, "sync.gradient_accumulation_steps: strategy fsdp reduce-scatters every "
-                      "step's gradients once");
+  spec.mutable_sync()->set_find_unused_parameters(true);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
 
   spec = ValidSpec();
   spec.set_strategy("fsdp");
   spec.mutable_sync()->set_comm_dtype("bf16");
   ExpectInvalid(spec, "sync.comm_dtype: strategy fsdp reduce-scatters fp32 gradients only");
 
-  spec = ValidSpec();
-  spec.set_strategy("fsdp");
-  spec.mutable_sync()->set_find_unused_parameters(true);
-  ExpectInvalid(spec, "sync.find_unused_parameters: strategy fsdp does not support unused "
-                      "parameters; drop find_unused_parameters (every parameter needs a "
-                      "gradient) or use strategy zero1");
 
   spec = ValidSpec();
   spec.set_strategy("fsdp");

@@ -110,6 +110,8 @@ absl::StatusOr<v1::RankMemory> PredictRankMemory(const v1::JobSpec& spec,
   const uint64_t shard = ShardOf(t, world_size, rank);
   const bool momentum = spec.optimizer().momentum() > 0;
   const bool bf16 = spec.sync().comm_dtype() == "bf16";
+  // zero2 / fsdp: a second gradient shard receives each later micro-batch (zero2_reducer.h).
+  const bool accumulating = spec.sync().gradient_accumulation_steps() > 1;
 
   uint64_t parameters = kFloatBytes * p;
   uint64_t gradients = 0;
@@ -132,7 +134,8 @@ absl::StatusOr<v1::RankMemory> PredictRankMemory(const v1::JobSpec& spec,
         TrainableCounts(spec.model()), world_size,
         Zero2LayoutOptions(spec.sync().first_bucket_mb(), spec.sync().bucket_cap_mb()));
     if (z.ok()) {
-      gradients = kFloatBytes * (z->shard_elements + z->pool_buffers * z->pool_buffer_elements);
+      gradients = kFloatBytes * (z->shard_elements * (accumulating ? 2 : 1) +
+                                 z->pool_buffers * z->pool_buffer_elements);
       optimizer = momentum ? kFloatBytes * z->shards.owned_count(rank) : 0;
       comm = kFloatBytes * std::min<uint64_t>(z->shards.capacity, kZero1GatherChunkElements) *
              (n + 1);
@@ -150,7 +153,8 @@ absl::StatusOr<v1::RankMemory> PredictRankMemory(const v1::JobSpec& spec,
     if (f.ok()) {
       const Zero2Plan& z = f->zero2;
       parameters = kFloatBytes * (f->shard_elements() + f->staging_elements);
-      gradients = kFloatBytes * (z.shard_elements + z.pool_buffers * z.pool_buffer_elements);
+      gradients = kFloatBytes * (z.shard_elements * (accumulating ? 2 : 1) +
+                                 z.pool_buffers * z.pool_buffer_elements);
       optimizer = momentum ? kFloatBytes * z.shards.owned_count(rank) : 0;
       comm = 0;  // the gathers send from the shard and receive into the staging
     }

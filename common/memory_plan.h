@@ -14,6 +14,7 @@
 //   m   1 when optimizer.momentum > 0 (SGD keeps one fp32 momentum buffer per stepped
 //       element), else 0
 //   b   1 when sync.comm_dtype is bf16, else 0
+//   a   1 when sync.gradient_accumulation_steps > 1, else 0
 //   zero2's figures come from its bucket layout (worker/sync/zero2_plan.h: the DDP reducer's
 //   initial buckets over the trainable parameters, no readiness float), bucket b of c_b
 //   elements split in N slices of s_b = ceil(c_b / N):
@@ -31,24 +32,25 @@
 //   strategy  parameters      gradients        optimizer  comm buffers
 //   ddp       4P              4(T + 1)         4T m       2(T + 1) b
 //   zero1     4P              4(T + 1)         4S_r m     2(T + 1) b + 4G(N + 1)
-//   zero2     4P              4(Z + K)         4O_r m     4H(N + 1)
-//   fsdp      4(Z + S)        4(Z + K)         4O_r m     0
+//   zero2     4P              4(Z(1 + a) + K)  4O_r m     4H(N + 1)
+//   fsdp      4(Z + S)        4(Z(1 + a) + K)  4O_r m     0
 //
 // - ddp, zero1 (what the ranks run today): the reducer's arena holds every trainable gradient
 //   plus one readiness float (worker/sync/reducer.h), and with bf16 communication a bf16 wire
 //   copy of the whole arena. zero1 steps only its shard (4S_r of momentum) and all-gathers the
 //   updated parameters chunk by chunk through a send buffer of G floats and a receive buffer of
 //   N x G floats (worker/sync/shard_sync.h), at most (N + 1) MiB whatever the model.
-// - zero2 (runs on gloo, worker/sync/zero2_reducer.h): backward writes into a pool of two
-//   bucket-sized buffers; each bucket is reduce-scattered into the rank's gradient shard while
-//   backward fills the next, so a rank holds its shard (Z) and the pool (K), never a full-size
-//   arena. It steps its owned elements (O_r of momentum) and all-gathers the updated parameters
+// - zero2 (worker/sync/zero2_reducer.h): backward writes into a pool of two bucket-sized
+//   buffers; each bucket is reduce-scattered into the rank's gradient shard while backward fills
+//   the next, so a rank holds its shard (Z) and the pool (K), never a full-size arena. With
+//   gradient accumulation every micro-batch is reduce-scattered into a second shard (aZ) and
+//   added to the first. It steps its owned elements (O_r of momentum) and all-gathers the updated parameters
 //   through zero1's chunked staging (H(N + 1) floats): the parameters are per-layer tensors, not
 //   one flat buffer, so the gather is not in place. fp32 only (bf16 communication is refused),
 //   so no wire copy. The pool dominates unless the buckets are small next to the model:
 //   gradients + optimizer fall to <= 40% of ddp's at 4 ranks only when 2 buckets are below
 //   ~30% of T (sync.bucket_cap_mb well under the model's size, no single parameter that large).
-// - fsdp (runs on gloo, worker/sync/fsdp_parameters.h): zero2's gradients and optimizer; the
+// - fsdp (worker/sync/fsdp_parameters.h): zero2's gradients and optimizer; the
 //   parameters are kept as the rank's slice of every bucket (Z, laid out like the gradient
 //   shard) and each layer's buckets are all-gathered into staging right before the layer runs
 //   in forward and again in backward, one layer at a time (S, counted with the parameters; no

@@ -131,13 +131,29 @@ TEST(MemoryPlanTest, PlanTakesTheLargestRankAndMarksAvailability) {
   EXPECT_EQ(plan->strategies(3).note(), "not with model.frozen_parameters");
 
   // zero2 is refused with settings it does not run with: the note names the field.
-  v1::JobSpec accumulating = spec;
-  accumulating.mutable_sync()->set_gradient_accumulation_steps(2);
-  plan = PlanMemory(accumulating, 2);
+  v1::JobSpec bf16_comm = spec;
+  bf16_comm.mutable_sync()->set_comm_dtype("bf16");
+  plan = PlanMemory(bf16_comm, 2);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_FALSE(plan->strategies(2).available());
-  EXPECT_EQ(plan->strategies(2).note(), "not with sync.gradient_accumulation_steps");
-  EXPECT_EQ(plan->strategies(3).note(), "not with sync.gradient_accumulation_steps");
+  EXPECT_EQ(plan->strategies(2).note(), "not with sync.comm_dtype");
+  EXPECT_EQ(plan->strategies(3).note(), "not with sync.comm_dtype");
+
+  // Accumulation runs, with a second gradient shard receiving the later micro-batches.
+  v1::JobSpec accumulating = spec;
+  accumulating.mutable_sync()->set_gradient_accumulation_steps(2);
+  absl::StatusOr<v1::MemoryPlan> single = PlanMemory(spec, 2);
+  plan = PlanMemory(accumulating, 2);
+  ASSERT_TRUE(plan.ok() && single.ok());
+  for (int s = 2; s <= 3; ++s) {
+    EXPECT_TRUE(plan->strategies(s).available()) << plan->strategies(s).note();
+    const uint64_t extra = plan->strategies(s).memory().gradient_bytes() -
+                           single->strategies(s).memory().gradient_bytes();
+    EXPECT_GT(extra, 0u) << plan->strategies(s).strategy();
+    EXPECT_LT(extra, single->strategies(s).memory().gradient_bytes())
+        << "one shard, less than the shard and the pool";
+    EXPECT_EQ(extra % 4, 0u);
+  }
 
   // Every strategy runs on the GPU trainer too.
   spec.set_backend("nccl");
@@ -147,10 +163,10 @@ TEST(MemoryPlanTest, PlanTakesTheLargestRankAndMarksAvailability) {
     EXPECT_TRUE(plan->strategies(s).available()) << plan->strategies(s).strategy();
     EXPECT_EQ(plan->strategies(s).note(), "") << plan->strategies(s).strategy();
   }
-  spec.mutable_sync()->set_gradient_accumulation_steps(2);
+  spec.mutable_sync()->set_comm_dtype("bf16");
   plan = PlanMemory(spec, 2);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->strategies(2).note(), "not with sync.gradient_accumulation_steps");
+  EXPECT_EQ(plan->strategies(2).note(), "not with sync.comm_dtype");
 }
 
 // The bar: ZeRO-2 at 4 ranks holds <= 40% of DDP's optimizer + gradient memory, for a

@@ -112,8 +112,16 @@ TEST(FsdpEquivalenceTest, FourSharedMemoryRanksMatchDdpBitForBit) {
   ExpectFsdpMatchesDdp(4, Backend::kShm, /*against_zero2=*/false);
 }
 
+// Gradient accumulation and find_unused_parameters (sharded_equivalence_test_util.h): per
+// micro-batch three reduce-scatters and four layer gathers.
+TEST(FsdpEquivalenceTest, AccumulationAndUnusedParametersMatchDdp) {
+  Watchdog watchdog(absl::Seconds(240), "fsdp accumulation and unused parameters");
+  equivalence::ExpectAccumulationAndUnusedMatchDdp("fsdp", 2 * (3 + 4) + 1, 3 + 4 + 1);
+}
+
 // A parameter without gradient on one rank fails the first step on every rank, naming it,
-// instead of hanging (the layer gathers do not depend on which gradients a rank produced).
+// instead of hanging (the layer gathers do not depend on which gradients a rank produced;
+// without sync.find_unused_parameters).
 TEST(FsdpLoopTest, AnUnusedParameterOnOneRankFailsEveryRank) {
   Watchdog watchdog(absl::Seconds(60), "fsdp unused parameter");
   v1::JobSpec spec = EquivalenceSpec(2, "fsdp", "unused");

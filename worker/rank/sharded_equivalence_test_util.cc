@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <utility>
 
@@ -196,6 +197,51 @@ void ExpectBitIdentical(const TrainingRun& a, const TrainingRun& b, uint32_t wor
     }
   }
   CompareTensors(a.final_checkpoint, b.final_checkpoint, /*exact=*/true, what);
+}
+
+void ExpectAccumulationAndUnusedMatchDdp(const std::string& strategy,
+                                         uint32_t accumulation_collectives,
+                                         uint32_t unused_collectives) {
+  const auto with = [&](const std::string& s, const std::string& tag, bool accumulate) {
+    v1::JobSpec spec = EquivalenceSpec(2, s, tag);
+    if (accumulate) {
+      spec.mutable_sync()->set_gradient_accumulation_steps(2);
+    } else {
+      spec.mutable_sync()->set_find_unused_parameters(true);
+      spec.mutable_model()->mutable_faults()->set_unused_parameter_rank(1);
+      spec.mutable_model()->mutable_faults()->add_unused_parameters_on_rank("fc1.bias");
+    }
+    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+    return spec;
+  };
+  {
+    const v1::JobSpec ddp_spec = with("ddp", "accumulation", true);
+    const v1::JobSpec spec = with(strategy, "accumulation", true);
+    const TrainingRun ddp = Train(ddp_spec, Backend::kShm);
+    const TrainingRun sharded = Train(spec, Backend::kShm);
+    if (::testing::Test::HasFailure()) return;
+    const double loss_diff =
+        CompareSteps(ddp, sharded, 2, /*exact=*/false, accumulation_collectives,
+                     "every micro-batch's reduce-scatters (and gathers), the stats all-reduce");
+    const double tensor_diff = CompareTensors(ddp.final_checkpoint, sharded.final_checkpoint,
+                                              /*exact=*/false, "final.ckpt, accumulation");
+    EXPECT_GT(loss_diff + tensor_diff, 0.0) << "the summation orders differ: not bit for bit";
+    std::cout << strategy << " vs ddp, 2 micro-batches a step, " << kEquivalenceSteps
+              << " steps: worst relative difference of losses " << loss_diff << ", of final "
+              << "tensors " << tensor_diff << "\n";
+    ExpectMeasuredIsPredicted(sharded, spec);
+  }
+  {
+    const v1::JobSpec ddp_spec = with("ddp", "unused", false);
+    const v1::JobSpec spec = with(strategy, "unused", false);
+    const TrainingRun ddp = Train(ddp_spec, Backend::kGloo);
+    const TrainingRun sharded = Train(spec, Backend::kGloo);
+    if (::testing::Test::HasFailure()) return;
+    CompareSteps(ddp, sharded, 2, /*exact=*/true, unused_collectives,
+                 "the reduce-scatters (and gathers), the stats all-reduce");
+    CompareTensors(ddp.final_checkpoint, sharded.final_checkpoint, /*exact=*/true,
+                   "final.ckpt, unused parameter");
+  }
 }
 
 }  // namespace equivalence

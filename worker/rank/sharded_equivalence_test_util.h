@@ -71,6 +71,18 @@ void ExpectMeasuredIsPredicted(const TrainingRun& run, const v1::JobSpec& spec);
 void ExpectBitIdentical(const TrainingRun& a, const TrainingRun& b, uint32_t world,
                         const std::string& what);
 
+// `strategy` (zero2 or fsdp) against ddp at 2 ranks with the settings that change how the
+// gradients are reduced, each over 200 steps:
+//   - sync.gradient_accumulation_steps 2 (shared memory): ddp sums the micro-batches locally and
+//     averages once, the sharded strategy averages each micro-batch and sums the averages, so
+//     they agree to rounding (kGlooTolerance); `accumulation_collectives` per step; the measured
+//     memory (a second gradient shard) is the predicted one;
+//   - sync.find_unused_parameters with fc1.bias unused on rank 1 (gloo): both average rank 0's
+//     gradient with rank 1's zeros, bit for bit; `unused_collectives` per step.
+void ExpectAccumulationAndUnusedMatchDdp(const std::string& strategy,
+                                         uint32_t accumulation_collectives,
+                                         uint32_t unused_collectives);
+
 }  // namespace equivalence
 }  // namespace ringleader
 

@@ -94,7 +94,8 @@ absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch
     backward.loss_scale = 1.0f / static_cast<float>(accumulation);
     backward.skip = plan_.skip;
     if (zero2) {
-      // One micro-batch per step (job_spec.cc): every one syncs.
+      // Every micro-batch reduce-scatters (and notes its local gradients: under zero2 the local
+      // norm is over the micro-batches' gradients, which no rank ever sums locally).
       backward.slot_for = [&](size_t i) {
         return zero2_->SlotFor(static_cast<size_t>(plan_.reducer_index[i]));
       };
@@ -125,6 +126,7 @@ absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch
           absl::StrCat("loss is ", loss, ": training diverged (lower optimizer.learning_rate)"));
     }
     loss_sum += loss;
+    if (zero2 && !sync) RETURN_IF_ERROR(zero2_->FinishMicroBatch());
   }
   if (plan_.bypass && use_reducer) RETURN_IF_ERROR(HandOverLocalGradients());
   if (plan_.bypass_all) {

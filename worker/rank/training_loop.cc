@@ -335,6 +335,9 @@ class RankTrainer {
       zero2_options.timeout = collective_timeout_;
       zero2_options.clock = clock_;
       zero2_options.memory = runner_->memory();
+      zero2_options.accumulation_steps =
+          static_cast<int>(spec_.sync().gradient_accumulation_steps());
+      zero2_options.find_unused_parameters = spec_.sync().find_unused_parameters();
       ASSIGN_OR_RETURN(zero2_, Zero2Reducer::Create(comm_.get(), plan_.trainable, *zero2_plan_,
                                                     zero2_options));
       buckets = zero2_plan_->layout.buckets.size();

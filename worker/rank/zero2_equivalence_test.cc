@@ -94,8 +94,15 @@ TEST(Zero2EquivalenceTest, FourSharedMemoryRanksMatchDdpBitForBit) {
   ExpectZero2MatchesDdp(4, Backend::kShm);
 }
 
+// Gradient accumulation and find_unused_parameters (sharded_equivalence_test_util.h).
+TEST(Zero2EquivalenceTest, AccumulationAndUnusedParametersMatchDdp) {
+  Watchdog watchdog(absl::Seconds(240), "zero2 accumulation and unused parameters");
+  equivalence::ExpectAccumulationAndUnusedMatchDdp("zero2", 2 * 3 + 1, 3 + 1);
+}
+
 // A parameter without gradient on one rank (the unused-parameter fault) fails the first step on
-// EVERY rank, naming the rank and the parameter, instead of hanging.
+// EVERY rank, naming the rank and the parameter, instead of hanging (without
+// sync.find_unused_parameters).
 TEST(Zero2LoopTest, AnUnusedParameterOnOneRankFailsEveryRank) {
   Watchdog watchdog(absl::Seconds(60), "zero2 unused parameter");
   v1::JobSpec spec = EquivalenceSpec(2, "zero2", "unused");

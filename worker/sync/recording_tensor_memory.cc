@@ -188,6 +188,16 @@ absl::Status RecordingTensorMemory::SquaredSum(const float* src, size_t count, d
   return OpenedLocked([&] { return HostMemory()->SquaredSum(src, count, out); });
 }
 
+absl::Status RecordingTensorMemory::Add(float* dst, const float* src, size_t count) {
+  absl::MutexLock lock(&mu_);
+  Note(Op::kAdd);
+  if (count > 0 && (!CheckRangeLocked(dst, count * sizeof(float), "Add destination") ||
+                    !CheckRangeLocked(src, count * sizeof(float), "Add source"))) {
+    return RefusedLocked();
+  }
+  return OpenedLocked([&] { return HostMemory()->Add(dst, src, count); });
+}
+
 size_t RecordingTensorMemory::count(Op op) const {
   absl::MutexLock lock(&mu_);
   auto it = counts_.find(op);

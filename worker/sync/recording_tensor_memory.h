@@ -46,6 +46,7 @@ class RecordingTensorMemory : public TensorMemory {
     kCastFromBf16,
     kMaxAbsDiff,
     kSquaredSum,
+    kAdd,
   };
 
   explicit RecordingTensorMemory(MemoryKind kind = MemoryKind::kHost, bool guard = false);
@@ -66,6 +67,7 @@ class RecordingTensorMemory : public TensorMemory {
   absl::Status MaxAbsDiff(const std::vector<const float*>& a, const std::vector<const float*>& b,
                           const std::vector<size_t>& counts, std::vector<double>* out) override;
   absl::Status SquaredSum(const float* src, size_t count, double* out) override;
+  absl::Status Add(float* dst, const float* src, size_t count) override;
 
   // How many times `op` ran.
   size_t count(Op op) const;

@@ -66,6 +66,10 @@ class HostTensorMemory : public TensorMemory {
     }
     return absl::OkStatus();
   }
+  absl::Status Add(float* dst, const float* src, size_t count) override {
+    for (size_t k = 0; k < count; ++k) dst[k] += src[k];
+    return absl::OkStatus();
+  }
   absl::Status SquaredSum(const float* src, size_t count, double* out) override {
     double sum = 0;
     for (size_t k = 0; k < count; ++k) sum += static_cast<double>(src[k]) * src[k];

@@ -14,6 +14,7 @@
 //   CastToBf16/FromBf16     the bf16 wire format (bf16.h's rounding, nearest-even)
 //   MaxAbsDiff              the drift check's per-tensor max|a - b|
 //   SquaredSum              strategy zero2's norm of its gradient shard
+//   Add                     strategy zero2's gradient accumulation into its shard
 //
 // Ordering: every operation is ordered after every earlier operation of the same TensorMemory
 // and after the caller's own compute work (device implementations enqueue on the trainer's
@@ -75,6 +76,8 @@ class TensorMemory {
   // summation order is the implementation's: in index order on the host, by blocks on a GPU,
   // which differ by ~1e-15 relative). 0 for count 0. One host round trip.
   virtual absl::Status SquaredSum(const float* src, size_t count, double* out) = 0;
+  // dst[k] += src[k] for k < count, in fp32 (one rounding per element, the same everywhere).
+  virtual absl::Status Add(float* dst, const float* src, size_t count) = 0;
 };
 
 // Plain host memory (operator new, memset, memcpy, bf16.h). Never fails but for allocation

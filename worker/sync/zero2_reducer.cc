@@ -35,6 +35,10 @@ absl::StatusOr<std::unique_ptr<Zero2Reducer>> Zero2Reducer::Create(
   if (opts.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("zero2 reducer: timeout must be > 0");
   }
+  if (opts.accumulation_steps < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "zero2 reducer: accumulation_steps must be >= 1, got ", opts.accumulation_steps));
+  }
   if (opts.ledger_check_interval_steps < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("zero2 reducer: ledger_check_interval_steps must be >= 0 (0 = never), got ",
@@ -63,6 +67,10 @@ absl::StatusOr<std::unique_ptr<Zero2Reducer>> Zero2Reducer::Create(
   ASSIGN_OR_RETURN(reducer->shard_, TensorBuffer<float>::Allocate(
                                         memory, reducer->plan_.shard_elements));
   RETURN_IF_ERROR(memory->Zero(reducer->shard_.data(), reducer->shard_.bytes()));
+  if (opts.accumulation_steps > 1) {
+    ASSIGN_OR_RETURN(reducer->incoming_, TensorBuffer<float>::Allocate(
+                                             memory, reducer->plan_.shard_elements));
+  }
   for (size_t k = 0; k < reducer->plan_.pool_buffers; ++k) {
     ASSIGN_OR_RETURN(TensorBuffer<float> buffer,
                      TensorBuffer<float>::Allocate(memory, reducer->plan_.pool_buffer_elements));
@@ -93,7 +101,7 @@ Zero2Reducer::~Zero2Reducer() {
 }
 
 size_t Zero2Reducer::gradient_bytes() const {
-  size_t bytes = shard_.bytes();
+  size_t bytes = shard_.bytes() + incoming_.bytes();
   for (const TensorBuffer<float>& b : pool_) bytes += b.bytes();
   return bytes;
 }
@@ -108,9 +116,7 @@ void Zero2Reducer::NoteError(absl::Status* slot, const absl::Status& s) {
   if (!s.ok() && slot->ok()) *slot = s;
 }
 
-void Zero2Reducer::BeginStep() {
-  Check(!in_step_, "BeginStep twice without FinishStep");
-  in_step_ = true;
+void Zero2Reducer::ResetMicroBatch() {
   const size_t nb = plan_.layout.buckets.size();
   std::fill(ready_.begin(), ready_.end(), 0);
   pending_.resize(nb);
@@ -120,6 +126,16 @@ void Zero2Reducer::BeginStep() {
   work_.assign(nb, nullptr);
   launch_time_.assign(nb, absl::InfinitePast());
   next_bucket_ = 0;
+}
+
+void Zero2Reducer::BeginStep() {
+  Check(!in_step_, "BeginStep twice without FinishStep");
+  in_step_ = true;
+  micro_ = 0;
+  const size_t nb = plan_.layout.buckets.size();
+  ResetMicroBatch();
+  unready_any_.assign(params_.size(), 0);
+  step_stats_ = StepSyncStats();
   launched_in_backward_ = 0;
   step_records_.clear();
   pending_error_ = absl::OkStatus();
@@ -127,11 +143,14 @@ void Zero2Reducer::BeginStep() {
   ledger_checked_this_step_ = false;
   if (!failed_.ok()) return;
 
-  // Record now what this step will issue, so the check below covers it before it goes out.
-  for (size_t b = 0; b < nb; ++b) {
-    step_records_.push_back(ledger_.Record(CollectiveKind::kReduceScatter,
-                                           static_cast<int32_t>(b),
-                                           plan_.slice[b] * plan_.world_size, DataType::kFloat32));
+  // Record now what this step will issue (every micro-batch's reduce-scatters, then the stats
+  // all-reduce), so the check below covers it before it goes out.
+  for (int k = 0; k < opts_.accumulation_steps; ++k) {
+    for (size_t b = 0; b < nb; ++b) {
+      step_records_.push_back(
+          ledger_.Record(CollectiveKind::kReduceScatter, static_cast<int32_t>(b),
+                         plan_.slice[b] * plan_.world_size, DataType::kFloat32));
+    }
   }
   step_records_.push_back(
       ledger_.Record(CollectiveKind::kAllReduce, kTagZero2Stats, 2, DataType::kFloat32));
@@ -229,10 +248,11 @@ void Zero2Reducer::Launch(size_t b, bool from_backward) {
   copts.timeout = opts_.timeout;
   copts.bucket = static_cast<int>(b);
   launch_time_[b] = opts_.clock->Now();
+  // The first micro-batch reduces into the shard, later ones next to it (added after the wait).
+  float* into = (micro_ == 0 ? shard_.data() : incoming_.data()) + plan_.shard_offset[b];
   work_[b] = comm_->ReduceScatter(
       TensorView{pool_[buffer_of_[b]].data(), slice * plan_.world_size, DataType::kFloat32},
-      TensorView{shard_.data() + plan_.shard_offset[b], slice, DataType::kFloat32},
-      ReduceOp::kAvg, copts);
+      TensorView{into, slice, DataType::kFloat32}, ReduceOp::kAvg, copts);
   if (from_backward) ++launched_in_backward_;
 }
 
@@ -241,6 +261,27 @@ std::string Zero2Reducer::BucketName(size_t b) const {
   return absl::StrCat("bucket ", b, " (", bucket.params.size(), " parameters from '",
                       params_[bucket.params.front()].name, "', ",
                       plan_.slice[b] * plan_.world_size, " x fp32)");
+}
+
+absl::Status Zero2Reducer::FinishMicroBatch() {
+  Check(in_step_, "FinishMicroBatch outside a step (call BeginStep first)");
+  if (!failed_.ok()) return failed_;
+  if (micro_ + 1 >= opts_.accumulation_steps) {
+    failed_ = absl::FailedPreconditionError(absl::StrCat(
+        "zero2 reducer: FinishMicroBatch after micro-batch ", micro_ + 1, " of ",
+        opts_.accumulation_steps, " of step ", step_, ": the last one ends with FinishStep"));
+    in_step_ = false;
+    return failed_;
+  }
+  absl::Status s = ReduceMicroBatch();
+  if (!s.ok()) {
+    failed_ = s;
+    in_step_ = false;
+    return s;
+  }
+  ++micro_;
+  ResetMicroBatch();
+  return absl::OkStatus();
 }
 
 absl::Status Zero2Reducer::FinishStep(StepSyncStats* stats, double* grad_norm) {
@@ -254,19 +295,27 @@ absl::Status Zero2Reducer::FinishStep(StepSyncStats* stats, double* grad_norm) {
         "zero2 reducer: FinishStep for step ", step_, " without BeginStep"));
     return failed_;
   }
-  absl::Status s = FinishSync(stats, grad_norm);
+  absl::Status s;
+  if (micro_ + 1 != opts_.accumulation_steps) {
+    s = absl::FailedPreconditionError(absl::StrCat(
+        "zero2 reducer: FinishStep after micro-batch ", micro_ + 1, " of ",
+        opts_.accumulation_steps, " of step ", step_, " (FinishMicroBatch ends the others)"));
+  } else {
+    s = FinishSync(stats, grad_norm);
+  }
   in_step_ = false;
   if (!s.ok()) failed_ = s;
   return s;
 }
 
-absl::Status Zero2Reducer::FinishSync(StepSyncStats* stats, double* grad_norm) {
+// Launches the micro-batch's remaining buckets, waits for all of them and adds a later
+// micro-batch's reduced gradients to the shard.
+absl::Status Zero2Reducer::ReduceMicroBatch() {
   const absl::Time finish_start = opts_.clock->Now();
   const size_t nb = plan_.layout.buckets.size();
-  std::vector<size_t> unready;
   for (size_t t = 0; t < params_.size(); ++t) {
     if (ready_[t]) continue;
-    unready.push_back(t);
+    unready_any_[t] = 1;
     // Whatever a slot taken but never marked holds, it reduces as zeros.
     const size_t b = plan_.layout.param_bucket[t];
     if (buffer_of_[b] >= 0 && work_[b] == nullptr) {
@@ -281,8 +330,20 @@ absl::Status Zero2Reducer::FinishSync(StepSyncStats* stats, double* grad_norm) {
   std::vector<bool> done_at_finish(nb, false);
   for (size_t b = 0; b < next_bucket_; ++b) done_at_finish[b] = work_[b]->IsDone();
   while (next_bucket_ < nb) Launch(next_bucket_++, /*from_backward=*/false);
-  RETURN_IF_ERROR(WaitAll(finish_start, done_at_finish, stats));
+  RETURN_IF_ERROR(WaitAll(finish_start, done_at_finish, &step_stats_));
   RETURN_IF_ERROR(memory_error_);
+  if (micro_ > 0) RETURN_IF_ERROR(memory_->Add(shard_.data(), incoming_.data(), shard_.size()));
+  return absl::OkStatus();
+}
+
+absl::Status Zero2Reducer::FinishSync(StepSyncStats* stats, double* grad_norm) {
+  const absl::Time finish_start = opts_.clock->Now();
+  const size_t nb = plan_.layout.buckets.size();
+  RETURN_IF_ERROR(ReduceMicroBatch());
+  std::vector<size_t> unready;
+  for (size_t t = 0; t < params_.size(); ++t) {
+    if (unready_any_[t]) unready.push_back(t);
+  }
 
   // Readiness sentinel and this rank's squared norm, in one all-reduce (sum).
   double squares = 0;
@@ -304,11 +365,19 @@ absl::Status Zero2Reducer::FinishSync(StepSyncStats* stats, double* grad_norm) {
                                               "failed: "));
   }
   // Identical on every rank (an all-reduce result), so every rank takes the same branch.
-  if (exchange[0] != 0.0f) return NameUnready(unready);
+  if (exchange[0] != 0.0f) {
+    if (!opts_.find_unused_parameters) return NameUnready(unready);
+    // find_unused_parameters: the unready gradients took part as zeros.
+    for (size_t t : unready) stats->unused_parameters.push_back(params_[t].name);
+  }
   if (grad_norm != nullptr) *grad_norm = std::sqrt(static_cast<double>(exchange[1]));
 
+  stats->bytes_communicated = step_stats_.bytes_communicated;
+  stats->comm_time = step_stats_.comm_time;
+  stats->hidden_comm_time = step_stats_.hidden_comm_time;
+  stats->exposed_wait_time = step_stats_.exposed_wait_time;
   stats->synced = true;
-  stats->buckets = static_cast<int>(nb);
+  stats->buckets = static_cast<int>(nb) * opts_.accumulation_steps;  // reduce-scatters
   stats->buckets_launched_in_backward = launched_in_backward_;
   stats->collectives = static_cast<int>(step_records_.size());
   stats->collective_digest = DigestRecords(step_records_);
@@ -320,7 +389,7 @@ absl::Status Zero2Reducer::FinishSync(StepSyncStats* stats, double* grad_norm) {
 }
 
 // Waits for every bucket (even after a failure: they read the pool and write the shard) and
-// frees the pool; fills the timing stats.
+// frees the pool; adds to the timing stats.
 absl::Status Zero2Reducer::WaitAll(absl::Time finish_start,
                                    const std::vector<bool>& done_at_finish, StepSyncStats* stats) {
   absl::Status first_error = wait_error_;
@@ -341,9 +410,9 @@ absl::Status Zero2Reducer::WaitAll(absl::Time finish_start,
     }
     stats->bytes_communicated += plan_.slice[b] * plan_.world_size * sizeof(float);
   }
-  stats->exposed_wait_time = opts_.clock->Now() - finish_start;
-  stats->comm_time = comm;
-  stats->hidden_comm_time = hidden;
+  stats->exposed_wait_time += opts_.clock->Now() - finish_start;
+  stats->comm_time += comm;
+  stats->hidden_comm_time += hidden;
   work_.assign(work_.size(), nullptr);
   std::fill(holder_.begin(), holder_.end(), -1);
   std::fill(buffer_of_.begin(), buffer_of_.end(), -1);
@@ -387,9 +456,8 @@ absl::Status Zero2Reducer::NameUnready(const std::vector<size_t>& local_unready)
   return absl::FailedPreconditionError(absl::StrCat(
       "step ", step_, ": parameters received no gradient (strategy zero2) — ",
       absl::StrJoin(per_rank, "; "),
-      ". Every rank must reduce every parameter each step, and zero2 does not support "
-      "sync.find_unused_parameters: freeze them on every rank (model.frozen_parameters) or use "
-      "strategy ddp or zero1 with sync.find_unused_parameters: true"));
+      ". Set sync.find_unused_parameters: true to reduce them as zeros, or freeze them on every "
+      "rank (model.frozen_parameters)"));
 }
 
 }  // namespace ringleader

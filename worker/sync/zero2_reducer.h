@@ -8,8 +8,10 @@
 //   ASSIGN_OR_RETURN(auto reducer, Zero2Reducer::Create(comm, trainable, plan, opts));
 //   for each step:
 //     reducer->BeginStep();
-//     model.ForwardBackward(x, y, n, {.on_ready = [&](size_t t) { reducer->MarkReady(t); },
-//                                     .slot_for = [&](size_t t) { return reducer->SlotFor(t); }});
+//     for each micro-batch k < K (opts.accumulation_steps):
+//       model.ForwardBackward(x, y, n, {.on_ready = [&](size_t t) { reducer->MarkReady(t); },
+//                                       .slot_for = [&](size_t t) { return reducer->SlotFor(t); }});
+//       if (k < K - 1) RETURN_IF_ERROR(reducer->FinishMicroBatch());
 //     RETURN_IF_ERROR(reducer->FinishStep(&stats, &grad_norm));
 //     optimizer.StepOwned(params, {reducer->owned_gradient(t)...}, has_grad);
 //     AllGatherParameterShards(comm, plan.shards, params, ...)     // shard_sync.h
@@ -26,26 +28,37 @@
 // the pool grow by one buffer; gradient_bytes() counts every buffer ever allocated. The Mlp's
 // backward produces gradients in bucket order, so the pool stays at plan.pool_buffers.
 //
-// The layout is the DDP reducer's initial one and never changes (no rebuild_buckets). One
-// micro-batch per step (no gradient accumulation), fp32 on the wire, no find_unused_parameters:
-// common/job_spec.cc refuses the other combinations with zero2.
+// Gradient accumulation (DeepSpeed's way, not DDP's no_sync: no rank may hold a full local
+// gradient to accumulate into): every micro-batch runs the whole bucket cycle, the first
+// reduce-scattering into the shard, each later one into a second shard-sized buffer that is
+// then added to the shard. The shard ends with the sum over micro-batches of the averaged
+// (loss-scaled) gradients: DDP's result up to the order of the additions (fp32 rounding). Cost:
+// K reduce-scatters per bucket per step and one more shard of memory.
+//
+// The layout is the DDP reducer's initial one and never changes (no rebuild_buckets), fp32 on
+// the wire: common/job_spec.cc refuses the other combinations with zero2.
 //
 // Unused parameters and the no-hang guarantee: every rank issues every bucket's reduce-scatter,
-// in bucket order, every step (FinishStep launches the incomplete ones with the missing
-// gradients as zeros), then one 2-float all-reduce (kSum, ledger tag kTagZero2Stats) of
-// [parameters this rank left unready, this rank's sum of squared owned gradients]. The first
-// entry is the readiness sentinel: if it is non-zero (on every rank alike, it is an all-reduce
-// result) every rank all-gathers the per-rank unready bitmaps and FinishStep fails on EVERY rank
-// with FAILED_PRECONDITION naming the step, each offending rank and its parameters and the fix.
-// The second gives the global gradient norm, the same on every rank.
+// in bucket order, every micro-batch (FinishMicroBatch and FinishStep launch the incomplete ones
+// with the missing gradients as zeros), then one 2-float all-reduce (kSum, ledger tag
+// kTagZero2Stats) of [parameters this rank left unready in some micro-batch, this rank's sum of
+// squared owned gradients]. The first entry is the readiness sentinel: if it is non-zero (on
+// every rank alike, it is an all-reduce result), with find_unused_parameters the unready
+// gradients simply took part as zeros (StepSyncStats::unused_parameters names this rank's);
+// without it every rank all-gathers the per-rank unready bitmaps and FinishStep fails on EVERY
+// rank with FAILED_PRECONDITION naming the step, each offending rank and its parameters and the
+// fix. The second gives the global gradient norm, the same on every rank.
 //
 // Ledger: BeginStep records the step's reduce-scatters (kReduceScatter, bucket id, the padded
 // bucket's element count) and the stats all-reduce, and starts the cross-rank ledger check
 // (collective_ledger.h) when due; it is waited for before bucket 0 goes out, as in the DDP
 // reducer (reducer.h).
 //
-// Step state machine: IDLE ──BeginStep──> BACKWARD ──FinishStep ok──> IDLE (step + 1)
-//                                                  └─FinishStep error──> FAILED (sticky)
+// Step state machine (K = accumulation_steps):
+//
+//   IDLE ──BeginStep──> MICRO-BATCH k ──FinishMicroBatch ok (k < K-1)──> MICRO-BATCH k+1
+//                          │  └──FinishStep ok (k = K-1)──> IDLE (step + 1)
+//                          └──any error, or Finish* out of turn──> FAILED (sticky)
 //
 // Thread-safety: not thread-safe; one training thread calls every method (SlotFor and MarkReady
 // from the backward hooks included). The collective's threads never call into it.
@@ -72,6 +85,11 @@
 namespace ringleader {
 
 struct Zero2ReducerOptions {
+  // Micro-batches per step (sync.gradient_accumulation_steps). >= 1.
+  int accumulation_steps = 1;
+  // Parameters without gradient on some rank take part as zeros instead of failing the step
+  // (sync.find_unused_parameters).
+  bool find_unused_parameters = false;
   // Cross-rank ledger check every this many steps (1 = every step, 0 = never); the first step
   // is always checked unless 0.
   int ledger_check_interval_steps = 1;
@@ -111,13 +129,18 @@ class Zero2Reducer {
   // Parameter t's gradient is complete: launches every complete bucket, in bucket order (the
   // first one after the step's ledger check). A repeated call is ignored. Aborts if out of range.
   void MarkReady(size_t t);
-  // Launches the remaining buckets, waits for all, exchanges the readiness sentinel and the
-  // squared norm, and fills `stats` and `grad_norm` (the L2 norm of the whole averaged
-  // gradient, from every rank's owned part; either may be null).
+  // Ends micro-batch k < K-1 of the step: launches its remaining buckets, waits for all of
+  //   them and adds them to the shard; the next micro-batch's SlotFor starts from fresh buffers.
+  // Errors: FinishStep's (FAILED_PRECONDITION when called for the last micro-batch).
+  absl::Status FinishMicroBatch();
+  // Ends the last micro-batch like FinishMicroBatch, exchanges the readiness sentinel and the
+  // squared norm, and fills `stats` (over the step's micro-batches) and `grad_norm` (the L2 norm
+  // of the whole averaged gradient, from every rank's owned part; either may be null).
   // Errors (each makes the reducer FAILED: later calls return the same error):
-  //   FAILED_PRECONDITION: parameters without gradient on some rank (names the step, the ranks,
-  //     the parameters and the fix), a collective desync found by the ledger, FinishStep without
-  //     BeginStep;
+  //   FAILED_PRECONDITION: parameters without gradient on some rank without
+  //     find_unused_parameters (names the step, the ranks, the parameters and the fix), a
+  //     collective desync found by the ledger, FinishStep without BeginStep or before the
+  //     last micro-batch;
   //   DEADLINE_EXCEEDED / UNAVAILABLE / ABORTED / INTERNAL from the collectives (naming the
   //     bucket and step); the memory's errors.
   absl::Status FinishStep(StepSyncStats* stats, double* grad_norm);
@@ -129,7 +152,8 @@ class Zero2Reducer {
 
   const Zero2Plan& plan() const { return plan_; }
   const std::vector<ParameterInfo>& parameters() const { return params_; }
-  // Bytes of gradient memory held: the shard and every pool buffer allocated so far.
+  // Bytes of gradient memory held: the shard (two with accumulation) and every pool buffer
+  // allocated so far.
   size_t gradient_bytes() const;
   size_t pool_buffers_allocated() const { return pool_.size(); }
   // How many times a pool buffer was handed to a bucket (tests: reuse across buckets/steps).
@@ -141,6 +165,8 @@ class Zero2Reducer {
   Zero2Reducer(Collective* comm, std::vector<ParameterInfo> params, Zero2Plan plan,
                Zero2ReducerOptions opts, TensorMemory* memory);
 
+  void ResetMicroBatch();
+  absl::Status ReduceMicroBatch();
   void TakeBuffer(size_t b);
   void LaunchReadyBuckets();
   void Launch(size_t b, bool from_backward);
@@ -161,6 +187,7 @@ class Zero2Reducer {
   CollectiveLedger ledger_;
 
   TensorBuffer<float> shard_;
+  TensorBuffer<float> incoming_;  // accumulation: a later micro-batch's reduce-scatters
   std::unique_ptr<StagedBytes> exchange_;  // the readiness sentinel and the squared norm
   std::vector<TensorBuffer<float>> pool_;
   std::vector<int> holder_;      // per pool buffer: the bucket holding it, -1 = free
@@ -169,6 +196,9 @@ class Zero2Reducer {
 
   // Per step.
   int64_t step_;
+  int micro_ = 0;                     // the current micro-batch
+  std::vector<uint8_t> unready_any_;  // per parameter: unready in some micro-batch
+  StepSyncStats step_stats_;          // timings and bytes over the step's micro-batches
   int64_t steps_done_ = 0;
   bool in_step_ = false;
   std::vector<uint8_t> ready_;

@@ -5,10 +5,12 @@
 // global norm are bit-identical to host memory's; at world size 1 the pool is guarded
 // (PROT_NONE outside the seam's operations), so any access that bypassed the seam crashes the
 // test, and a parameter without gradient is still named through the staged bitmap exchange.
+// Gradient accumulation (a second shard, the seam's Add) is covered both ways.
 #include <cstring>
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -56,11 +58,12 @@ struct RankRun {
 // kernel would: through the memory (CopyFromHost), never by a host store. `skip`: parameters
 // that get no gradient.
 RankRun RunRank(Collective* comm, int rank, const Zero2Plan& plan, TensorMemory* memory,
-                const std::set<size_t>& skip = {}) {
+                const std::set<size_t>& skip = {}, int accumulation = 1) {
   RankRun run;
   Zero2ReducerOptions opts;
   opts.timeout = absl::Seconds(10);
   opts.memory = memory;
+  opts.accumulation_steps = accumulation;
   absl::StatusOr<std::unique_ptr<Zero2Reducer>> created =
       Zero2Reducer::Create(comm, Params(), plan, opts);
   if (!created.ok()) {
@@ -70,12 +73,15 @@ RankRun RunRank(Collective* comm, int rank, const Zero2Plan& plan, TensorMemory*
   Zero2Reducer* red = created->get();
   for (int64_t step = 1; step <= 3; ++step) {
     red->BeginStep();
-    for (size_t p : ReverseRegistrationOrder(Params().size())) {
-      if (skip.count(p)) continue;
-      std::vector<float> g(Params()[p].count);
-      for (size_t e = 0; e < g.size(); ++e) g[e] = TestGradient(rank, step, p, e);
-      EXPECT_TRUE(memory->CopyFromHost(red->SlotFor(p), g.data(), g.size() * 4).ok());
-      red->MarkReady(p);
+    for (int k = 0; k < accumulation; ++k) {
+      if (k > 0) EXPECT_TRUE(red->FinishMicroBatch().ok());
+      for (size_t p : ReverseRegistrationOrder(Params().size())) {
+        if (skip.count(p)) continue;
+        std::vector<float> g(Params()[p].count);
+        for (size_t e = 0; e < g.size(); ++e) g[e] = TestGradient(rank, step * 10 + k, p, e);
+        EXPECT_TRUE(memory->CopyFromHost(red->SlotFor(p), g.data(), g.size() * 4).ok());
+        red->MarkReady(p);
+      }
     }
     StepSyncStats stats;
     double norm = -1;
@@ -111,24 +117,27 @@ void ExpectBitIdentical(const RankRun& host, const RankRun& seam, const std::str
 }
 
 TEST(Zero2ReducerMemoryTest, GlooRanksOverTheSeamMatchHostMemoryBitForBit) {
-  for (int world : {2, 3}) {
+  for (const auto& [world, accumulation] : std::vector<std::pair<int, int>>{{2, 1}, {3, 1}, {2, 3}}) {
     const Zero2Plan plan = Plan(world);
     ASSERT_GE(plan.layout.buckets.size(), 3u);
     std::vector<RankRun> host(world), seam(world);
     {
       auto ranks = MakeGlooRanks(world);
-      RunRanks(world, [&](int r) { host[r] = RunRank(ranks[r].get(), r, plan, HostMemory()); });
+      RunRanks(world, [&](int r) {
+        host[r] = RunRank(ranks[r].get(), r, plan, HostMemory(), {}, accumulation);
+      });
     }
     std::vector<std::unique_ptr<RecordingTensorMemory>> memories;
     for (int r = 0; r < world; ++r) memories.push_back(std::make_unique<RecordingTensorMemory>());
     {
       auto ranks = MakeGlooRanks(world);
       RunRanks(world, [&](int r) {
-        seam[r] = RunRank(ranks[r].get(), r, plan, memories[r].get());
+        seam[r] = RunRank(ranks[r].get(), r, plan, memories[r].get(), {}, accumulation);
       });
     }
     for (int r = 0; r < world; ++r) {
-      const std::string what = absl::StrCat("world ", world, " rank ", r);
+      const std::string what =
+          absl::StrCat("world ", world, " accumulation ", accumulation, " rank ", r);
       ASSERT_TRUE(host[r].status.ok()) << what << ": " << host[r].status;
       ASSERT_TRUE(seam[r].status.ok()) << what << ": " << seam[r].status;
       ExpectBitIdentical(host[r], seam[r], what);
@@ -136,6 +145,8 @@ TEST(Zero2ReducerMemoryTest, GlooRanksOverTheSeamMatchHostMemoryBitForBit) {
       EXPECT_THAT(memories[r]->violations(), ::testing::IsEmpty()) << what;
       EXPECT_EQ(memories[r]->live_allocations(), 0u) << what << ": the reducer freed everything";
       EXPECT_EQ(memories[r]->count(Op::kSquaredSum), 3u) << what << ": one norm per step";
+      EXPECT_EQ(memories[r]->count(Op::kAdd), 3u * (accumulation - 1))
+          << what << ": one add per later micro-batch";
     }
   }
 }
@@ -169,8 +180,8 @@ TEST(Zero2ReducerMemoryTest, TouchesGuardedDeviceMemoryOnlyThroughTheSeam) {
   RecordingTensorMemory guarded(MemoryKind::kDevice, /*guard=*/true);
   GuardedFakeCollective device(&guarded);
   FakeCollective host_comm;
-  const RankRun seam = RunRank(&device, 0, plan, &guarded);
-  const RankRun host = RunRank(&host_comm, 0, plan, HostMemory());
+  const RankRun seam = RunRank(&device, 0, plan, &guarded, {}, /*accumulation=*/2);
+  const RankRun host = RunRank(&host_comm, 0, plan, HostMemory(), {}, /*accumulation=*/2);
   ASSERT_TRUE(seam.status.ok()) << seam.status;
   ASSERT_TRUE(host.status.ok()) << host.status;
   ExpectBitIdentical(host, seam, "world 1");

@@ -95,6 +95,13 @@ absl::Status CudaTensorMemory::MaxAbsDiff(const std::vector<const float*>& a,
   return absl::OkStatus();
 }
 
+absl::Status CudaTensorMemory::Add(float* dst, const float* src, size_t count) {
+  if (count == 0) return absl::OkStatus();
+  RL_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  RL_CUDA_RETURN_IF_ERROR(LaunchAddInPlace(dst, src, count, stream_));
+  return absl::OkStatus();
+}
+
 absl::Status CudaTensorMemory::SquaredSum(const float* src, size_t count, double* out) {
   *out = 0;
   if (count == 0) return absl::OkStatus();

@@ -14,6 +14,7 @@
 //   MaxAbsDiff           tensor_memory_kernels.h's reduction, one partials copy back
 //   SquaredSum           gpu_mlp_kernels.h's squared-sum partials, one copy back, added in
 //                        block order (deterministic)
+//   Add                  tensor_memory_kernels.h's element-wise add
 //
 // Why the compute stream: NcclCollective makes its communication stream wait for the compute
 // stream at each call (NcclOptions::compute_stream), so a cast or the sentinel write enqueued
@@ -56,6 +57,7 @@ class CudaTensorMemory : public TensorMemory {
   absl::Status MaxAbsDiff(const std::vector<const float*>& a, const std::vector<const float*>& b,
                           const std::vector<size_t>& counts, std::vector<double>* out) override;
   absl::Status SquaredSum(const float* src, size_t count, double* out) override;
+  absl::Status Add(float* dst, const float* src, size_t count) override;
 
  private:
   const int device_;

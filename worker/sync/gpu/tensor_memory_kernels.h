@@ -20,6 +20,9 @@ inline constexpr int kMaxAbsDiffBlocks = 32;
 cudaError_t LaunchMaxAbsDiffPartials(const float* a, const float* b, size_t n, double* partials,
                                      cudaStream_t stream);
 
+// dst[i] += src[i], i < n (fp32, no contraction: the host's result bit for bit).
+cudaError_t LaunchAddInPlace(float* dst, const float* src, size_t n, cudaStream_t stream);
+
 }  // namespace gpu
 }  // namespace ringleader
 
