@@ -416,11 +416,6 @@ absl::Status ValidateReduceScatterCombination(const JobSpec& spec, const std::st
         "sharding) or command"));
   }
   const v1::SyncSpec& sync = spec.sync();
-  if (sync.comm_dtype() == "bf16") {
-    return Invalid(absl::StrCat(
-        "sync.comm_dtype: strategy ", strategy, " reduce-scatters fp32 gradients only; set "
-        "comm_dtype: fp32 or use strategy zero1 for bf16 communication"));
-  }
   if (sync.rebuild_buckets()) {
     return Invalid(absl::StrCat(
         "sync.rebuild_buckets: strategy ", strategy, " keeps its initial buckets for the whole "

@@ -47,7 +47,7 @@ absl::Status ValidateJobSpec(const ringleader::v1::JobSpec& spec, const JobSpecL
 
 // What strategy zero2 (ZeRO-2: gradients and optimizer state sharded, worker/sync/zero2_reducer.h)
 // runs with today; OK for any other strategy. INVALID_ARGUMENT naming the field and the fix for:
-// a command job, sync.comm_dtype bf16, sync.rebuild_buckets, sync.overlap false,
+// a command job, sync.rebuild_buckets, sync.overlap false,
 // and the bypass_sync faults. Part of ValidateJobSpec; the rank checks it again before training.
 absl::Status ValidateZero2Combination(const ringleader::v1::JobSpec& spec);
 

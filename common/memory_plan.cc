@@ -139,6 +139,7 @@ absl::StatusOr<v1::RankMemory> PredictRankMemory(const v1::JobSpec& spec,
       optimizer = momentum ? kFloatBytes * z->shards.owned_count(rank) : 0;
       comm = kFloatBytes * std::min<uint64_t>(z->shards.capacity, kZero1GatherChunkElements) *
              (n + 1);
+      if (bf16) comm += kBf16Bytes * (z->shard_elements + z->pool_buffers * z->pool_buffer_elements);
     }  // else every parameter is frozen: nothing to shard
   } else {  // fsdp: zero2's gradients and optimizer, the parameters sharded alike
     // Every parameter counts (fsdp refuses frozen ones, ValidateFsdpCombination).
@@ -157,6 +158,7 @@ absl::StatusOr<v1::RankMemory> PredictRankMemory(const v1::JobSpec& spec,
                                  z.pool_buffers * z.pool_buffer_elements);
       optimizer = momentum ? kFloatBytes * z.shards.owned_count(rank) : 0;
       comm = 0;  // the gathers send from the shard and receive into the staging
+      if (bf16) comm += kBf16Bytes * (z.shard_elements + z.pool_buffers * z.pool_buffer_elements);
     }
   }
   v1::RankMemory memory;

@@ -32,8 +32,8 @@
 //   strategy  parameters      gradients        optimizer  comm buffers
 //   ddp       4P              4(T + 1)         4T m       2(T + 1) b
 //   zero1     4P              4(T + 1)         4S_r m     2(T + 1) b + 4G(N + 1)
-//   zero2     4P              4(Z(1 + a) + K)  4O_r m     4H(N + 1)
-//   fsdp      4(Z + S)        4(Z(1 + a) + K)  4O_r m     0
+//   zero2     4P              4(Z(1 + a) + K)  4O_r m     4H(N + 1) + 2(Z + K) b
+//   fsdp      4(Z + S)        4(Z(1 + a) + K)  4O_r m     2(Z + K) b
 //
 // - ddp, zero1 (what the ranks run today): the reducer's arena holds every trainable gradient
 //   plus one readiness float (worker/sync/reducer.h), and with bf16 communication a bf16 wire
@@ -46,8 +46,8 @@
 //   gradient accumulation every micro-batch is reduce-scattered into a second shard (aZ) and
 //   added to the first. It steps its owned elements (O_r of momentum) and all-gathers the updated parameters
 //   through zero1's chunked staging (H(N + 1) floats): the parameters are per-layer tensors, not
-//   one flat buffer, so the gather is not in place. fp32 only (bf16 communication is refused),
-//   so no wire copy. The pool dominates unless the buckets are small next to the model:
+//   one flat buffer, so the gather is not in place. With bf16 communication each pool buffer
+//   has a bf16 copy and the reduced slices land in a bf16 shard (2(Z + K) bytes). The pool dominates unless the buckets are small next to the model:
 //   gradients + optimizer fall to <= 40% of ddp's at 4 ranks only when 2 buckets are below
 //   ~30% of T (sync.bucket_cap_mb well under the model's size, no single parameter that large).
 // - fsdp (worker/sync/fsdp_parameters.h): zero2's gradients and optimizer; the

@@ -89,6 +89,10 @@ TEST(MemoryPlanTest, Zero2AndFsdpByHand) {
   ExpectBytes(Predict(spec, "zero2", 2, 1), 92, 4 * (12 + 24), 44, 4 * 12 * 3);
   // fsdp: layer 1 (fc1) straddles both buckets: staging 12 + 12; layer 2 only the first (12).
   ExpectBytes(Predict(spec, "fsdp", 2, 0), 4 * (12 + 24), 4 * (12 + 24), 48, 0);
+  // bf16 communication: a bf16 copy of each pool buffer and a bf16 shard, 2 x (24 + 12) bytes.
+  spec.mutable_sync()->set_comm_dtype("bf16");
+  ExpectBytes(Predict(spec, "zero2", 2, 0), 92, 4 * (12 + 24), 48, 4 * 12 * 3 + 2 * (24 + 12));
+  ExpectBytes(Predict(spec, "fsdp", 2, 0), 4 * (12 + 24), 4 * (12 + 24), 48, 2 * (24 + 12));
 }
 
 TEST(MemoryPlanTest, FrozenParametersHaveNoGradientOrOptimizerState) {
@@ -131,13 +135,13 @@ TEST(MemoryPlanTest, PlanTakesTheLargestRankAndMarksAvailability) {
   EXPECT_EQ(plan->strategies(3).note(), "not with model.frozen_parameters");
 
   // zero2 is refused with settings it does not run with: the note names the field.
-  v1::JobSpec bf16_comm = spec;
-  bf16_comm.mutable_sync()->set_comm_dtype("bf16");
-  plan = PlanMemory(bf16_comm, 2);
+  v1::JobSpec rebuilding = spec;
+  rebuilding.mutable_sync()->set_rebuild_buckets(true);
+  plan = PlanMemory(rebuilding, 2);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_FALSE(plan->strategies(2).available());
-  EXPECT_EQ(plan->strategies(2).note(), "not with sync.comm_dtype");
-  EXPECT_EQ(plan->strategies(3).note(), "not with sync.comm_dtype");
+  EXPECT_EQ(plan->strategies(2).note(), "not with sync.rebuild_buckets");
+  EXPECT_EQ(plan->strategies(3).note(), "not with sync.rebuild_buckets");
 
   // Accumulation runs, with a second gradient shard receiving the later micro-batches.
   v1::JobSpec accumulating = spec;
@@ -163,10 +167,10 @@ TEST(MemoryPlanTest, PlanTakesTheLargestRankAndMarksAvailability) {
     EXPECT_TRUE(plan->strategies(s).available()) << plan->strategies(s).strategy();
     EXPECT_EQ(plan->strategies(s).note(), "") << plan->strategies(s).strategy();
   }
-  spec.mutable_sync()->set_comm_dtype("bf16");
+  spec.mutable_sync()->set_rebuild_buckets(true);
   plan = PlanMemory(spec, 2);
   ASSERT_TRUE(plan.ok()) << plan.status();
-  EXPECT_EQ(plan->strategies(2).note(), "not with sync.comm_dtype");
+  EXPECT_EQ(plan->strategies(2).note(), "not with sync.rebuild_buckets");
 }
 
 // The bar: ZeRO-2 at 4 ranks holds <= 40% of DDP's optimizer + gradient memory, for a

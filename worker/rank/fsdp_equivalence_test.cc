@@ -112,11 +112,12 @@ TEST(FsdpEquivalenceTest, FourSharedMemoryRanksMatchDdpBitForBit) {
   ExpectFsdpMatchesDdp(4, Backend::kShm, /*against_zero2=*/false);
 }
 
-// Gradient accumulation and find_unused_parameters (sharded_equivalence_test_util.h): per
+// Gradient accumulation, find_unused_parameters and bf16 communication
+// (sharded_equivalence_test_util.h): per
 // micro-batch three reduce-scatters and four layer gathers.
-TEST(FsdpEquivalenceTest, AccumulationAndUnusedParametersMatchDdp) {
-  Watchdog watchdog(absl::Seconds(240), "fsdp accumulation and unused parameters");
-  equivalence::ExpectAccumulationAndUnusedMatchDdp("fsdp", 2 * (3 + 4) + 1, 3 + 4 + 1);
+TEST(FsdpEquivalenceTest, AccumulationUnusedParametersAndBf16CommunicationMatchDdp) {
+  Watchdog watchdog(absl::Seconds(240), "fsdp accumulation, unused parameters, bf16");
+  equivalence::ExpectReductionSettingsMatchDdp("fsdp", 2 * (3 + 4) + 1, 3 + 4 + 1);
 }
 
 // A parameter without gradient on one rank fails the first step on every rank, naming it,

@@ -199,13 +199,16 @@ void ExpectBitIdentical(const TrainingRun& a, const TrainingRun& b, uint32_t wor
   CompareTensors(a.final_checkpoint, b.final_checkpoint, /*exact=*/true, what);
 }
 
-void ExpectAccumulationAndUnusedMatchDdp(const std::string& strategy,
-                                         uint32_t accumulation_collectives,
-                                         uint32_t unused_collectives) {
-  const auto with = [&](const std::string& s, const std::string& tag, bool accumulate) {
+void ExpectReductionSettingsMatchDdp(const std::string& strategy,
+                                     uint32_t accumulation_collectives,
+                                     uint32_t unused_collectives) {
+  enum Setting { kAccumulate, kUnused, kBf16 };
+  const auto with = [&](const std::string& s, const std::string& tag, Setting setting) {
     v1::JobSpec spec = EquivalenceSpec(2, s, tag);
-    if (accumulate) {
+    if (setting == kAccumulate) {
       spec.mutable_sync()->set_gradient_accumulation_steps(2);
+    } else if (setting == kBf16) {
+      spec.mutable_sync()->set_comm_dtype("bf16");
     } else {
       spec.mutable_sync()->set_find_unused_parameters(true);
       spec.mutable_model()->mutable_faults()->set_unused_parameter_rank(1);
@@ -215,8 +218,8 @@ void ExpectAccumulationAndUnusedMatchDdp(const std::string& strategy,
     return spec;
   };
   {
-    const v1::JobSpec ddp_spec = with("ddp", "accumulation", true);
-    const v1::JobSpec spec = with(strategy, "accumulation", true);
+    const v1::JobSpec ddp_spec = with("ddp", "accumulation", kAccumulate);
+    const v1::JobSpec spec = with(strategy, "accumulation", kAccumulate);
     const TrainingRun ddp = Train(ddp_spec, Backend::kShm);
     const TrainingRun sharded = Train(spec, Backend::kShm);
     if (::testing::Test::HasFailure()) return;
@@ -232,8 +235,8 @@ void ExpectAccumulationAndUnusedMatchDdp(const std::string& strategy,
     ExpectMeasuredIsPredicted(sharded, spec);
   }
   {
-    const v1::JobSpec ddp_spec = with("ddp", "unused", false);
-    const v1::JobSpec spec = with(strategy, "unused", false);
+    const v1::JobSpec ddp_spec = with("ddp", "unused", kUnused);
+    const v1::JobSpec spec = with(strategy, "unused", kUnused);
     const TrainingRun ddp = Train(ddp_spec, Backend::kGloo);
     const TrainingRun sharded = Train(spec, Backend::kGloo);
     if (::testing::Test::HasFailure()) return;
@@ -241,6 +244,18 @@ void ExpectAccumulationAndUnusedMatchDdp(const std::string& strategy,
                  "the reduce-scatters (and gathers), the stats all-reduce");
     CompareTensors(ddp.final_checkpoint, sharded.final_checkpoint, /*exact=*/true,
                    "final.ckpt, unused parameter");
+  }
+  {
+    const v1::JobSpec ddp_spec = with("ddp", "bf16", kBf16);
+    const v1::JobSpec spec = with(strategy, "bf16", kBf16);
+    const TrainingRun ddp = Train(ddp_spec, Backend::kGloo);
+    const TrainingRun sharded = Train(spec, Backend::kGloo);
+    if (::testing::Test::HasFailure()) return;
+    CompareSteps(ddp, sharded, 2, /*exact=*/true, unused_collectives,
+                 "the bf16 reduce-scatters (and gathers), the stats all-reduce");
+    CompareTensors(ddp.final_checkpoint, sharded.final_checkpoint, /*exact=*/true,
+                   "final.ckpt, bf16 communication");
+    ExpectMeasuredIsPredicted(sharded, spec);
   }
 }
 

@@ -78,10 +78,13 @@ void ExpectBitIdentical(const TrainingRun& a, const TrainingRun& b, uint32_t wor
 //     they agree to rounding (kGlooTolerance); `accumulation_collectives` per step; the measured
 //     memory (a second gradient shard) is the predicted one;
 //   - sync.find_unused_parameters with fc1.bias unused on rank 1 (gloo): both average rank 0's
-//     gradient with rank 1's zeros, bit for bit; `unused_collectives` per step.
-void ExpectAccumulationAndUnusedMatchDdp(const std::string& strategy,
-                                         uint32_t accumulation_collectives,
-                                         uint32_t unused_collectives);
+//     gradient with rank 1's zeros, bit for bit; `unused_collectives` per step;
+//   - sync.comm_dtype bf16 (gloo): both round every gradient to bf16, reduce in bf16 (gloo's
+//     reduce-scatter is its all-reduce of the padded bucket) and cast back, bit for bit;
+//     `unused_collectives` per step; the measured memory (the bf16 copies) is the predicted one.
+void ExpectReductionSettingsMatchDdp(const std::string& strategy,
+                                     uint32_t accumulation_collectives,
+                                     uint32_t unused_collectives);
 
 }  // namespace equivalence
 }  // namespace ringleader

@@ -338,6 +338,7 @@ class RankTrainer {
       zero2_options.accumulation_steps =
           static_cast<int>(spec_.sync().gradient_accumulation_steps());
       zero2_options.find_unused_parameters = spec_.sync().find_unused_parameters();
+      zero2_options.bf16_wire = spec_.sync().comm_dtype() == "bf16";
       ASSIGN_OR_RETURN(zero2_, Zero2Reducer::Create(comm_.get(), plan_.trainable, *zero2_plan_,
                                                     zero2_options));
       buckets = zero2_plan_->layout.buckets.size();
@@ -519,6 +520,7 @@ class RankTrainer {
                                                 : reducer_->arena_bytes());
     memory.set_optimizer_bytes(runner_->momentum_elements() * sizeof(float));
     memory.set_comm_buffer_bytes((reducer_ != nullptr ? reducer_->wire_buffer_bytes() : 0) +
+                                 (zero2_ != nullptr ? zero2_->wire_buffer_bytes() : 0) +
                                  steps_->gather_staging_bytes());
     memory.set_total_bytes(memory.parameter_bytes() + memory.gradient_bytes() +
                            memory.optimizer_bytes() + memory.comm_buffer_bytes());

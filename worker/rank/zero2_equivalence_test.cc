@@ -94,10 +94,11 @@ TEST(Zero2EquivalenceTest, FourSharedMemoryRanksMatchDdpBitForBit) {
   ExpectZero2MatchesDdp(4, Backend::kShm);
 }
 
-// Gradient accumulation and find_unused_parameters (sharded_equivalence_test_util.h).
-TEST(Zero2EquivalenceTest, AccumulationAndUnusedParametersMatchDdp) {
-  Watchdog watchdog(absl::Seconds(240), "zero2 accumulation and unused parameters");
-  equivalence::ExpectAccumulationAndUnusedMatchDdp("zero2", 2 * 3 + 1, 3 + 1);
+// Gradient accumulation, find_unused_parameters and bf16 communication
+// (sharded_equivalence_test_util.h).
+TEST(Zero2EquivalenceTest, AccumulationUnusedParametersAndBf16CommunicationMatchDdp) {
+  Watchdog watchdog(absl::Seconds(240), "zero2 accumulation, unused parameters, bf16");
+  equivalence::ExpectReductionSettingsMatchDdp("zero2", 2 * 3 + 1, 3 + 1);
 }
 
 // A parameter without gradient on one rank (the unused-parameter fault) fails the first step on

@@ -177,5 +177,59 @@ TEST(Zero2AccumulationTest, FindUnusedParametersReduceAsZerosOnEveryRank) {
   EXPECT_THAT(unused[2], IsEmpty());
 }
 
+// bf16 on the wire: each bucket rounded to bf16, reduced in bf16, cast back into the fp32 shard.
+TEST(Zero2AccumulationTest, Bf16WireHalvesTheBytesAndRoundsLikeBf16) {
+  constexpr int kWorld = 2;
+  const Zero2Plan plan = Plan(kWorld);
+  std::vector<StepSyncStats> fp32(kWorld), bf16(kWorld);
+  for (bool wire : {false, true}) {
+    auto ranks = MakeGlooRanks(kWorld);
+    RunRanks(kWorld, [&](int r) {
+      Zero2ReducerOptions o;
+      o.timeout = absl::Seconds(10);
+      o.bf16_wire = wire;
+      o.accumulation_steps = 2;
+      auto red = Zero2Reducer::Create(ranks[r].get(), Params(), plan, o);
+      ASSERT_TRUE(red.ok()) << red.status();
+      EXPECT_EQ((*red)->wire_buffer_bytes(),
+                wire ? (plan.shard_elements + 2 * plan.pool_buffer_elements) * 2 : 0u);
+      (*red)->BeginStep();
+      Backward(red->get(), r, 1, 0, 0.5f);
+      ASSERT_TRUE((*red)->FinishMicroBatch().ok());
+      Backward(red->get(), r, 1, 1, 0.5f);
+      StepSyncStats stats;
+      ASSERT_TRUE((*red)->FinishStep(&stats, nullptr).ok());
+      (wire ? bf16 : fp32)[r] = stats;
+      size_t close = 0, total = 0;
+      for (size_t p = 0; p < Params().size(); ++p) {
+        const ElementRange& owned = plan.shards.owned[r][p];
+        for (size_t e = owned.begin; e < owned.end; ++e) {
+          double want = 0, magnitude = 0;
+          for (int k = 0; k < 2; ++k) {
+            double sum = 0;
+            for (int q = 0; q < kWorld; ++q) {
+              sum += MicroGradient(q, 1, k, p, e, 0.5f);
+              magnitude += std::abs(MicroGradient(q, 1, k, p, e, 0.5f)) / kWorld;
+            }
+            want += sum / kWorld;
+          }
+          const double got = (*red)->owned_gradient(p)[e - owned.begin];
+          // bf16 keeps 8 significant bits: each of the few roundings (the cast, the sum, the
+          // division) errs by at most 2^-8 of the terms' magnitude, whatever cancels after.
+          EXPECT_NEAR(got, want, (wire ? 4.0 / 256 : 1e-5) * (magnitude + 1e-6))
+              << "parameter " << p << " element " << e;
+          close += got == static_cast<float>(want);
+          ++total;
+        }
+      }
+      if (wire) EXPECT_LT(close, total) << "rounded to bf16 on the way";
+    });
+  }
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_EQ(bf16[r].bytes_communicated * 2, fp32[r].bytes_communicated) << "half the bytes";
+    EXPECT_NE(bf16[r].collective_digest, fp32[r].collective_digest) << "the dtype is recorded";
+  }
+}
+
 }  // namespace
 }  // namespace ringleader

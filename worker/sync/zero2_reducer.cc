@@ -71,11 +71,16 @@ absl::StatusOr<std::unique_ptr<Zero2Reducer>> Zero2Reducer::Create(
     ASSIGN_OR_RETURN(reducer->incoming_, TensorBuffer<float>::Allocate(
                                              memory, reducer->plan_.shard_elements));
   }
+  if (opts.bf16_wire) {
+    ASSIGN_OR_RETURN(reducer->shard_wire_, TensorBuffer<uint16_t>::Allocate(
+                                               memory, reducer->plan_.shard_elements));
+  }
   for (size_t k = 0; k < reducer->plan_.pool_buffers; ++k) {
     ASSIGN_OR_RETURN(TensorBuffer<float> buffer,
                      TensorBuffer<float>::Allocate(memory, reducer->plan_.pool_buffer_elements));
     reducer->pool_.push_back(std::move(buffer));
     reducer->holder_.push_back(-1);
+    RETURN_IF_ERROR(reducer->AddWireBuffer());
   }
   return reducer;
 }
@@ -98,6 +103,21 @@ Zero2Reducer::~Zero2Reducer() {
   for (auto& w : work_) {
     if (w != nullptr) w->Wait().IgnoreError();
   }
+}
+
+// bf16 on the wire: the bf16 copy of the pool buffer just added (same index).
+absl::Status Zero2Reducer::AddWireBuffer() {
+  if (!opts_.bf16_wire) return absl::OkStatus();
+  ASSIGN_OR_RETURN(TensorBuffer<uint16_t> wire,
+                   TensorBuffer<uint16_t>::Allocate(memory_, plan_.pool_buffer_elements));
+  pool_wire_.push_back(std::move(wire));
+  return absl::OkStatus();
+}
+
+size_t Zero2Reducer::wire_buffer_bytes() const {
+  size_t bytes = shard_wire_.bytes();
+  for (const TensorBuffer<uint16_t>& b : pool_wire_) bytes += b.bytes();
+  return bytes;
 }
 
 size_t Zero2Reducer::gradient_bytes() const {
@@ -149,7 +169,8 @@ void Zero2Reducer::BeginStep() {
     for (size_t b = 0; b < nb; ++b) {
       step_records_.push_back(
           ledger_.Record(CollectiveKind::kReduceScatter, static_cast<int32_t>(b),
-                         plan_.slice[b] * plan_.world_size, DataType::kFloat32));
+                         plan_.slice[b] * plan_.world_size,
+                         opts_.bf16_wire ? DataType::kBFloat16 : DataType::kFloat32));
     }
   }
   step_records_.push_back(
@@ -200,9 +221,10 @@ void Zero2Reducer::TakeBuffer(size_t b) {
   if (chosen < 0) {
     absl::StatusOr<TensorBuffer<float>> grown =
         TensorBuffer<float>::Allocate(memory_, plan_.pool_buffer_elements);
-    Check(grown.ok(), "out of host memory growing the zero2 gradient pool");
+    Check(grown.ok(), "out of memory growing the zero2 gradient pool");
     pool_.push_back(*std::move(grown));
     holder_.push_back(-1);
+    Check(AddWireBuffer().ok(), "out of memory growing the zero2 gradient pool's bf16 copies");
     chosen = static_cast<int>(pool_.size() - 1);
   }
   holder_[chosen] = static_cast<int>(b);
@@ -248,11 +270,24 @@ void Zero2Reducer::Launch(size_t b, bool from_backward) {
   copts.timeout = opts_.timeout;
   copts.bucket = static_cast<int>(b);
   launch_time_[b] = opts_.clock->Now();
-  // The first micro-batch reduces into the shard, later ones next to it (added after the wait).
-  float* into = (micro_ == 0 ? shard_.data() : incoming_.data()) + plan_.shard_offset[b];
-  work_[b] = comm_->ReduceScatter(
-      TensorView{pool_[buffer_of_[b]].data(), slice * plan_.world_size, DataType::kFloat32},
-      TensorView{into, slice, DataType::kFloat32}, ReduceOp::kAvg, copts);
+  if (opts_.bf16_wire) {
+    // The bucket rounded to bf16 (stream-ordered before the collective), reduced into the bf16
+    // shard; ReduceMicroBatch casts the shard back once every bucket is done.
+    uint16_t* wire = pool_wire_[buffer_of_[b]].data();
+    NoteError(&memory_error_,
+              memory_->CastToBf16(pool_[buffer_of_[b]].data(), wire, slice * plan_.world_size));
+    work_[b] = comm_->ReduceScatter(
+        TensorView{wire, slice * plan_.world_size, DataType::kBFloat16},
+        TensorView{shard_wire_.data() + plan_.shard_offset[b], slice, DataType::kBFloat16},
+        ReduceOp::kAvg, copts);
+  } else {
+    // The first micro-batch reduces into the shard, later ones next to it (added after the
+    // wait).
+    float* into = (micro_ == 0 ? shard_.data() : incoming_.data()) + plan_.shard_offset[b];
+    work_[b] = comm_->ReduceScatter(
+        TensorView{pool_[buffer_of_[b]].data(), slice * plan_.world_size, DataType::kFloat32},
+        TensorView{into, slice, DataType::kFloat32}, ReduceOp::kAvg, copts);
+  }
   if (from_backward) ++launched_in_backward_;
 }
 
@@ -260,7 +295,7 @@ std::string Zero2Reducer::BucketName(size_t b) const {
   const Bucket& bucket = plan_.layout.buckets[b];
   return absl::StrCat("bucket ", b, " (", bucket.params.size(), " parameters from '",
                       params_[bucket.params.front()].name, "', ",
-                      plan_.slice[b] * plan_.world_size, " x fp32)");
+                      plan_.slice[b] * plan_.world_size, opts_.bf16_wire ? " x bf16)" : " x fp32)");
 }
 
 absl::Status Zero2Reducer::FinishMicroBatch() {
@@ -332,6 +367,11 @@ absl::Status Zero2Reducer::ReduceMicroBatch() {
   while (next_bucket_ < nb) Launch(next_bucket_++, /*from_backward=*/false);
   RETURN_IF_ERROR(WaitAll(finish_start, done_at_finish, &step_stats_));
   RETURN_IF_ERROR(memory_error_);
+  if (opts_.bf16_wire) {
+    RETURN_IF_ERROR(memory_->CastFromBf16(shard_wire_.data(),
+                                          micro_ == 0 ? shard_.data() : incoming_.data(),
+                                          shard_.size()));
+  }
   if (micro_ > 0) RETURN_IF_ERROR(memory_->Add(shard_.data(), incoming_.data(), shard_.size()));
   return absl::OkStatus();
 }
@@ -408,7 +448,8 @@ absl::Status Zero2Reducer::WaitAll(absl::Time finish_start,
     } else if (launch_time_[b] < finish_start) {
       hidden += std::max(absl::ZeroDuration(), d - (done - finish_start));
     }
-    stats->bytes_communicated += plan_.slice[b] * plan_.world_size * sizeof(float);
+    stats->bytes_communicated +=
+        plan_.slice[b] * plan_.world_size * (opts_.bf16_wire ? sizeof(uint16_t) : sizeof(float));
   }
   stats->exposed_wait_time += opts_.clock->Now() - finish_start;
   stats->comm_time += comm;

@@ -35,8 +35,13 @@
 // (loss-scaled) gradients: DDP's result up to the order of the additions (fp32 rounding). Cost:
 // K reduce-scatters per bucket per step and one more shard of memory.
 //
-// The layout is the DDP reducer's initial one and never changes (no rebuild_buckets), fp32 on
-// the wire: common/job_spec.cc refuses the other combinations with zero2.
+// bf16 on the wire (bf16_wire): each pool buffer has a bf16 copy the bucket is cast into right
+// before its reduce-scatter, which reduces (in bf16, the collective's rounding) into a bf16
+// shard; once every bucket of the micro-batch is done the bf16 shard is cast back into the fp32
+// one (or the second shard, then added). The SGD step and the norm stay fp32.
+//
+// The layout is the DDP reducer's initial one and never changes (no rebuild_buckets):
+// common/job_spec.cc refuses the other combinations with zero2.
 //
 // Unused parameters and the no-hang guarantee: every rank issues every bucket's reduce-scatter,
 // in bucket order, every micro-batch (FinishMicroBatch and FinishStep launch the incomplete ones
@@ -90,6 +95,10 @@ struct Zero2ReducerOptions {
   // Parameters without gradient on some rank take part as zeros instead of failing the step
   // (sync.find_unused_parameters).
   bool find_unused_parameters = false;
+  // bf16 on the wire (sync.comm_dtype bf16): each bucket is rounded to bf16 before its
+  // reduce-scatter and the reduced slices are cast back into the fp32 shard (half the bytes;
+  // DDP's bf16 compression hook semantics).
+  bool bf16_wire = false;
   // Cross-rank ledger check every this many steps (1 = every step, 0 = never); the first step
   // is always checked unless 0.
   int ledger_check_interval_steps = 1;
@@ -156,6 +165,8 @@ class Zero2Reducer {
   // allocated so far.
   size_t gradient_bytes() const;
   size_t pool_buffers_allocated() const { return pool_.size(); }
+  // Bytes of bf16 wire copies held (bf16_wire: one per pool buffer and the bf16 shard), else 0.
+  size_t wire_buffer_bytes() const;
   // How many times a pool buffer was handed to a bucket (tests: reuse across buckets/steps).
   uint64_t pool_takes() const { return pool_takes_; }
   int64_t step() const { return step_; }
@@ -165,6 +176,7 @@ class Zero2Reducer {
   Zero2Reducer(Collective* comm, std::vector<ParameterInfo> params, Zero2Plan plan,
                Zero2ReducerOptions opts, TensorMemory* memory);
 
+  absl::Status AddWireBuffer();
   void ResetMicroBatch();
   absl::Status ReduceMicroBatch();
   void TakeBuffer(size_t b);
@@ -188,6 +200,8 @@ class Zero2Reducer {
 
   TensorBuffer<float> shard_;
   TensorBuffer<float> incoming_;  // accumulation: a later micro-batch's reduce-scatters
+  std::vector<TensorBuffer<uint16_t>> pool_wire_;  // bf16_wire: per pool buffer, its bf16 copy
+  TensorBuffer<uint16_t> shard_wire_;              // bf16_wire: the reduced bf16 slices
   std::unique_ptr<StagedBytes> exchange_;  // the readiness sentinel and the squared norm
   std::vector<TensorBuffer<float>> pool_;
   std::vector<int> holder_;      // per pool buffer: the bucket holding it, -1 = free

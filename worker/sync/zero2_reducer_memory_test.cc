@@ -5,7 +5,8 @@
 // global norm are bit-identical to host memory's; at world size 1 the pool is guarded
 // (PROT_NONE outside the seam's operations), so any access that bypassed the seam crashes the
 // test, and a parameter without gradient is still named through the staged bitmap exchange.
-// Gradient accumulation (a second shard, the seam's Add) is covered both ways.
+// Gradient accumulation (a second shard, the seam's Add) and bf16 on the wire (the seam's casts)
+// are covered both ways.
 #include <cstring>
 #include <memory>
 #include <set>
@@ -58,12 +59,13 @@ struct RankRun {
 // kernel would: through the memory (CopyFromHost), never by a host store. `skip`: parameters
 // that get no gradient.
 RankRun RunRank(Collective* comm, int rank, const Zero2Plan& plan, TensorMemory* memory,
-                const std::set<size_t>& skip = {}, int accumulation = 1) {
+                const std::set<size_t>& skip = {}, int accumulation = 1, bool bf16 = false) {
   RankRun run;
   Zero2ReducerOptions opts;
   opts.timeout = absl::Seconds(10);
   opts.memory = memory;
   opts.accumulation_steps = accumulation;
+  opts.bf16_wire = bf16;
   absl::StatusOr<std::unique_ptr<Zero2Reducer>> created =
       Zero2Reducer::Create(comm, Params(), plan, opts);
   if (!created.ok()) {
@@ -117,14 +119,20 @@ void ExpectBitIdentical(const RankRun& host, const RankRun& seam, const std::str
 }
 
 TEST(Zero2ReducerMemoryTest, GlooRanksOverTheSeamMatchHostMemoryBitForBit) {
-  for (const auto& [world, accumulation] : std::vector<std::pair<int, int>>{{2, 1}, {3, 1}, {2, 3}}) {
+  struct Case {
+    int world;
+    int accumulation;
+    bool bf16;
+  };
+  for (const auto& [world, accumulation, bf16] :
+       std::vector<Case>{{2, 1, false}, {3, 1, false}, {2, 3, false}, {2, 2, true}}) {
     const Zero2Plan plan = Plan(world);
     ASSERT_GE(plan.layout.buckets.size(), 3u);
     std::vector<RankRun> host(world), seam(world);
     {
       auto ranks = MakeGlooRanks(world);
       RunRanks(world, [&](int r) {
-        host[r] = RunRank(ranks[r].get(), r, plan, HostMemory(), {}, accumulation);
+        host[r] = RunRank(ranks[r].get(), r, plan, HostMemory(), {}, accumulation, bf16);
       });
     }
     std::vector<std::unique_ptr<RecordingTensorMemory>> memories;
@@ -132,12 +140,12 @@ TEST(Zero2ReducerMemoryTest, GlooRanksOverTheSeamMatchHostMemoryBitForBit) {
     {
       auto ranks = MakeGlooRanks(world);
       RunRanks(world, [&](int r) {
-        seam[r] = RunRank(ranks[r].get(), r, plan, memories[r].get(), {}, accumulation);
+        seam[r] = RunRank(ranks[r].get(), r, plan, memories[r].get(), {}, accumulation, bf16);
       });
     }
     for (int r = 0; r < world; ++r) {
       const std::string what =
-          absl::StrCat("world ", world, " accumulation ", accumulation, " rank ", r);
+          absl::StrCat("world ", world, " accumulation ", accumulation, " bf16 ", bf16, " rank ", r);
       ASSERT_TRUE(host[r].status.ok()) << what << ": " << host[r].status;
       ASSERT_TRUE(seam[r].status.ok()) << what << ": " << seam[r].status;
       ExpectBitIdentical(host[r], seam[r], what);
