@@ -48,6 +48,7 @@ SUITES=(
   //common/gpu:gpu_test_util_test
   //worker/trainer/gpu:gpu_mlp_test
   //worker/trainer/gpu:gpu_trainer_suite_test
+  //worker/trainer/gpu:gpu_sharded_suite_test
   //worker/collective/gpu:nccl_suite_test
   //worker/sync/gpu:cuda_memory_suite_test
   //worker/rank/gpu:gpu_training_suite_test
@@ -59,7 +60,8 @@ done
 
 echo "=== 3. compute-sanitizer on the kernel suites"
 if command -v compute-sanitizer >/dev/null; then
-  for t in //worker/trainer/gpu:gpu_trainer_suite_test //worker/sync/gpu:cuda_memory_suite_test; do
+  for t in //worker/trainer/gpu:gpu_trainer_suite_test //worker/trainer/gpu:gpu_sharded_suite_test \
+      //worker/sync/gpu:cuda_memory_suite_test; do
     bin="bazel-bin/$(echo "${t#//}" | tr : /)"
     for tool in memcheck racecheck; do
       if RL_REQUIRE_GPU=1 compute-sanitizer --tool "$tool" --error-exitcode 1 "$bin" \

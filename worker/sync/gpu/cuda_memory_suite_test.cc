@@ -1,4 +1,5 @@
-// GPU suite: CudaTensorMemory against HostMemory(), and the gradient reducer and drift check
+// GPU suite: CudaTensorMemory against HostMemory(), and the gradient reducers (ddp's, zero2's) and
+// drift check
 // over CUDA memory + NCCL (one rank per visible GPU) against the same code over host memory +
 // gloo. Every test starts with RL_SKIP_WITHOUT_GPU: without a GPU the suite skips with
 // "no GPU: <reason>". Run on a GPU node:
@@ -28,6 +29,8 @@
 #include "worker/sync/gpu/cuda_tensor_memory.h"
 #include "worker/sync/reducer.h"
 #include "worker/sync/tensor_memory.h"
+#include "worker/sync/zero2_plan.h"
+#include "worker/sync/zero2_reducer.h"
 
 namespace ringleader {
 namespace gpu {
@@ -111,6 +114,22 @@ TEST(CudaMemorySuite, OperationsMatchHostMemoryBitForBit) {
   EXPECT_EQ(device_diff[2], 0.0);
   EXPECT_TRUE(std::isnan(device_diff[3])) << "the NaN at index 8 makes the tensor's drift NaN";
   EXPECT_TRUE(std::isnan(host_diff[3]));
+
+  // Add: element-wise fp32, bit for bit; SquaredSum: the same to double rounding (the device
+  // adds by blocks), over the finite values after the specials.
+  const size_t finite = n - 9;
+  std::vector<float> sum(values.begin() + 9, values.end());
+  ASSERT_TRUE(m->CopyFromHost(b->data(), other.data() + 9, finite * sizeof(float)).ok());
+  ASSERT_TRUE(m->Add(b->data(), a->data() + 9, finite).ok());
+  ASSERT_TRUE(HostMemory()->Add(sum.data(), other.data() + 9, finite).ok());
+  const std::vector<float> added = Download(m, b->data(), finite);
+  EXPECT_EQ(std::memcmp(added.data(), sum.data(), finite * sizeof(float)), 0);
+  double device_squares = -1, host_squares = -1;
+  ASSERT_TRUE(m->SquaredSum(a->data() + 9, finite, &device_squares).ok());
+  ASSERT_TRUE(HostMemory()->SquaredSum(values.data() + 9, finite, &host_squares).ok());
+  EXPECT_NEAR(device_squares, host_squares, 1e-12 * host_squares);
+  ASSERT_TRUE(m->SquaredSum(a->data(), 0, &device_squares).ok());
+  EXPECT_EQ(device_squares, 0.0);
 }
 
 const std::vector<ParameterInfo>& Params() {
@@ -236,6 +255,132 @@ TEST(CudaMemorySuite, ReducerOverCudaMemoryEqualsTheHostReducer) {
           // 2^-8 x (sum_r |g_r| + |avg|) of the fp32 average, and |g_r| <= 3 here.
           const double tol =
               bf16 ? 2 * std::ldexp(1.0, -8) * (3.0 * n + 3.0) : 1e-5 * (std::fabs(h) + 1.0);
+          ASSERT_NEAR(d, h, tol) << c.name << " rank " << r << " p" << p << "[" << e << "]";
+        }
+      }
+    }
+  }
+}
+
+// One rank's three zero2 steps of `micro` micro-batches (bf16 on the wire or not; parameter 5
+// unused on the last rank with find_unused_parameters): its owned gradients after the last step
+// and its norms.
+struct Zero2Run {
+  std::vector<std::vector<float>> owned;
+  std::vector<double> norms;
+  std::string error;
+};
+
+Zero2Run RunZero2(Collective* comm, TensorMemory* memory, int rank, const Zero2Plan& plan,
+                  int micro, bool bf16, bool unused) {
+  Zero2Run run;
+  Zero2ReducerOptions o;
+  o.timeout = absl::Seconds(30);
+  o.memory = memory;
+  o.accumulation_steps = micro;
+  o.bf16_wire = bf16;
+  o.find_unused_parameters = unused;
+  auto created = Zero2Reducer::Create(comm, Params(), plan, o);
+  if (!created.ok()) {
+    run.error = created.status().ToString();
+    return run;
+  }
+  Zero2Reducer* red = created->get();
+  for (int64_t step = 1; step <= 3; ++step) {
+    red->BeginStep();
+    for (int k = 0; k < micro; ++k) {
+      if (k > 0) {
+        if (absl::Status s = red->FinishMicroBatch(); !s.ok()) run.error = s.ToString();
+      }
+      for (size_t p : ReverseRegistrationOrder(Params().size())) {
+        if (unused && p == 5 && rank == comm->world_size() - 1) continue;
+        std::vector<float> v(Params()[p].count);
+        for (size_t e = 0; e < v.size(); ++e) v[e] = Gradient(rank, step * 10 + k, p, e) / micro;
+        memory->CopyFromHost(red->SlotFor(p), v.data(), v.size() * 4).IgnoreError();
+        red->MarkReady(p);
+      }
+    }
+    double norm = 0;
+    if (absl::Status s = red->FinishStep(nullptr, &norm); !s.ok()) {
+      run.error = s.ToString();
+      return run;
+    }
+    run.norms.push_back(norm);
+  }
+  for (size_t p = 0; p < Params().size(); ++p) {
+    const size_t owned = plan.shards.owned[rank][p].size();
+    run.owned.push_back(owned == 0 ? std::vector<float>()
+                                   : Download(memory, red->owned_gradient(p), owned));
+  }
+  return run;
+}
+
+// The zero2 reducer over CUDA memory and NCCL against the same code over host memory and gloo:
+// fp32, bf16 on the wire with accumulation, and find_unused_parameters.
+TEST(CudaMemorySuite, Zero2ReducerOverCudaMemoryEqualsTheHostReducer) {
+  RL_SKIP_WITHOUT_GPU(1);
+  const int n = GpuCount();
+  std::vector<size_t> counts;
+  for (const ParameterInfo& p : Params()) counts.push_back(p.count);
+  const absl::StatusOr<Zero2Plan> plan = PlanZero2(counts, n, Zero2LayoutOptions(0.002, 0.006));
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  struct Case {
+    std::string name;
+    int micro;
+    bool bf16;
+    bool unused;
+  };
+  for (const Case& c : std::vector<Case>{{"fp32", 1, false, false},
+                                          {"bf16 + accumulation", 2, true, false},
+                                          {"find_unused + accumulation", 3, false, true}}) {
+    GlooOptions gloo;
+    gloo.collective_timeout = absl::Seconds(30);
+    auto gloo_ranks =
+        testing_util::CreateGlooRanks(n, gloo, absl::StrCat("suite/zero2/", c.name, "/"));
+    std::vector<Zero2Run> host(n), device(n);
+    RunRanks(n, [&](int r) {
+      if (!gloo_ranks[r].ok()) {
+        host[r].error = gloo_ranks[r].status().ToString();
+        return;
+      }
+      host[r] = RunZero2(gloo_ranks[r]->get(), HostMemory(), r, *plan, c.micro, c.bf16, c.unused);
+    });
+    auto store = std::make_shared<InMemoryKeyValueStore>();
+    RunRanks(
+        n,
+        [&](int r) {
+          RankDevice dev(r);
+          auto comm = CreateNcclCollective(store, absl::StrCat("suite/zero2/", c.name, "/"), r, n,
+                                           r, SuiteNcclOptions(dev.stream));
+          if (!comm.ok()) {
+            device[r].error = comm.status().ToString();
+            return;
+          }
+          device[r] =
+              RunZero2(comm->get(), dev.memory.get(), r, *plan, c.micro, c.bf16, c.unused);
+        },
+        absl::Seconds(240));
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(host[r].error, "") << c.name;
+      ASSERT_EQ(device[r].error, "") << c.name;
+      ASSERT_EQ(device[r].norms.size(), host[r].norms.size());
+      for (size_t s = 0; s < host[r].norms.size(); ++s) {
+        EXPECT_NEAR(device[r].norms[s], host[r].norms[s], (c.bf16 ? 1e-2 : 1e-5) * host[r].norms[s])
+            << c.name << " step " << s + 1;
+      }
+      for (size_t p = 0; p < Params().size(); ++p) {
+        ASSERT_EQ(device[r].owned[p].size(), host[r].owned[p].size());
+        for (size_t e = 0; e < host[r].owned[p].size(); ++e) {
+          const float h = host[r].owned[p][e], d = device[r].owned[p][e];
+          if (n == 1 && !c.bf16) {
+            // One rank: reduce-scatters are copies and the adds are the same fp32 adds.
+            ASSERT_EQ(std::memcmp(&h, &d, 4), 0) << c.name << " p" << p << "[" << e << "]";
+            continue;
+          }
+          // NCCL and gloo add in different orders; bf16: the bound of the ddp test above,
+          // once per micro-batch.
+          const double tol = c.bf16 ? c.micro * 2 * std::ldexp(1.0, -8) * (3.0 * n + 3.0)
+                                    : 1e-5 * (std::fabs(h) + 1.0);
           ASSERT_NEAR(d, h, tol) << c.name << " rank " << r << " p" << p << "[" << e << "]";
         }
       }
