@@ -416,6 +416,19 @@ absl::Status ValidateReduceScatterCombination(const JobSpec& spec, const std::st
         "sharding) or command"));
   }
   const v1::SyncSpec& sync = spec.sync();
+  // Each bucket is split into world_size slices: a cap below one float per rank makes buckets
+  // whose slices are mostly padding (and a reduce-scatter per parameter).
+  for (const auto& [field, mb] : {std::make_pair("sync.bucket_cap_mb", sync.bucket_cap_mb()),
+                                  std::make_pair("sync.first_bucket_mb", sync.first_bucket_mb())}) {
+    const double floats = mb * (1 << 20) / sizeof(float);
+    if (floats < spec.world_size()) {
+      return Invalid(absl::StrFormat(
+          "%s: strategy %s splits every bucket into world_size slices, and %g MB holds %.1f "
+          "floats, fewer than the %u ranks; set it to at least %g",
+          field, strategy, mb, floats, spec.world_size(),
+          static_cast<double>(spec.world_size()) * sizeof(float) / (1 << 20)));
+    }
+  }
   if (sync.rebuild_buckets()) {
     return Invalid(absl::StrCat(
         "sync.rebuild_buckets: strategy ", strategy, " keeps its initial buckets for the whole "

@@ -93,6 +93,20 @@ TEST(ValidateJobSpecTest, Zero2RefusesWhatItDoesNotRunNamingFieldAndFix) {
   EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
 
 
+  // Buckets below one float per rank: refused, naming the smallest cap that works.
+  spec = ValidSpec();
+  spec.set_strategy("zero2");
+  spec.set_world_size(8);
+  spec.mutable_sync()->set_bucket_cap_mb(16.0 / (1 << 20));  // 4 floats
+  ExpectInvalid(spec, "sync.bucket_cap_mb: strategy zero2 splits every bucket into world_size "
+                      "slices, and 1.52588e-05 MB holds 4.0 floats, fewer than the 8 ranks; set "
+                      "it to at least 3.05176e-05");
+  spec.mutable_sync()->set_bucket_cap_mb(32.0 / (1 << 20));  // 8 floats: one per rank
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << ValidateJobSpec(spec);
+  spec.set_strategy("ddp");
+  spec.mutable_sync()->set_bucket_cap_mb(16.0 / (1 << 20));
+  EXPECT_TRUE(ValidateJobSpec(spec).ok()) << "ddp all-reduces whole buckets";
+
   spec = ValidSpec();
   spec.set_strategy("zero2");
   spec.mutable_sync()->set_rebuild_buckets(true);
