@@ -465,11 +465,6 @@ absl::Status ValidateFsdpCombination(const JobSpec& spec) {
         "does not support frozen ones (", spec.model().frozen_parameters(0),
         "); drop frozen_parameters or use strategy zero2"));
   }
-  if (spec.model().with_buffers()) {
-    return Invalid(
-        "model.with_buffers: strategy fsdp shards the parameters only and does not keep or "
-        "broadcast model buffers; drop with_buffers or use strategy zero2");
-  }
   return absl::OkStatus();
 }
 

@@ -46,7 +46,13 @@ CheckpointData CaptureTrainingState(Mlp* model, const SgdOptimizer& optimizer, u
     data.tensors.push_back(
         {MomentumBufferName(params[i].name), Shape64(params[i].shape), buffers[i]});
   }
-  for (const BufferInfo& b : model->buffers()) {
+  for (CheckpointTensor& t : CaptureBuffers(model->buffers())) data.tensors.push_back(std::move(t));
+  return data;
+}
+
+std::vector<CheckpointTensor> CaptureBuffers(const std::vector<BufferInfo>& buffers) {
+  std::vector<CheckpointTensor> out;
+  for (const BufferInfo& b : buffers) {
     std::vector<float> values(b.count);
     if (b.type == BufferType::kFloat32) {
       const float* f = static_cast<const float*>(b.data);
@@ -55,9 +61,9 @@ CheckpointData CaptureTrainingState(Mlp* model, const SgdOptimizer& optimizer, u
       const bool* f = static_cast<const bool*>(b.data);
       for (size_t k = 0; k < b.count; ++k) values[k] = f[k] ? 1.0f : 0.0f;
     }
-    data.tensors.push_back({b.name, {b.count}, std::move(values)});
+    out.push_back({b.name, {b.count}, std::move(values)});
   }
-  return data;
+  return out;
 }
 
 absl::Status RestoreTrainingState(const CheckpointData& data,

@@ -21,6 +21,10 @@ namespace ringleader {
 // ("<parameter>.momentum_buffer"): optimizer state, not part of the model.
 bool IsMomentumBufferName(const std::string& name);
 
+// The model buffers as checkpoint tensors, in order: shape [count], a bool buffer as 0/1 floats.
+// `buffers` point at host memory.
+std::vector<CheckpointTensor> CaptureBuffers(const std::vector<BufferInfo>& buffers);
+
 // Copies the state into a CheckpointData (step, epoch, fingerprint as given). `model` is
 // non-const only because Mlp::buffers() hands out writable views; nothing is changed.
 CheckpointData CaptureTrainingState(Mlp* model, const SgdOptimizer& optimizer, uint64_t step,

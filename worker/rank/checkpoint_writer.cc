@@ -9,6 +9,7 @@
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/checkpoint/checkpoint_series.h"
 #include "worker/checkpoint/sharded_checkpoint.h"
+#include "worker/checkpoint/training_state.h"
 #include "worker/rank/resume.h"
 #include "worker/sync/tensor_memory.h"
 #include "worker/trainer/sgd.h"
@@ -76,6 +77,10 @@ absl::StatusOr<CheckpointData> CheckpointWriter::CaptureShard(uint64_t step, uin
       shapes.emplace_back(p.shape.begin(), p.shape.end());
     }
     RecordModelLayout(&shard, names, shapes);
+    // The model buffers are kept whole on every rank (broadcast from rank 0): rank 0's go in.
+    for (CheckpointTensor& t : CaptureBuffers(c_.runner->buffers())) {
+      shard.tensors.push_back(std::move(t));
+    }
   }
   ASSIGN_OR_RETURN(std::vector<std::vector<float>> momentum, c_.runner->MomentumBuffers());
   const std::vector<ParameterInfo>& params = c_.runner->parameters();

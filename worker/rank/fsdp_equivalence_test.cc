@@ -120,6 +120,39 @@ TEST(FsdpEquivalenceTest, AccumulationUnusedParametersAndBf16CommunicationMatchD
   equivalence::ExpectReductionSettingsMatchDdp("fsdp", 2 * (3 + 4) + 1, 3 + 4 + 1);
 }
 
+// Model buffers (model.with_buffers: the input mean and the bool input mask of fc1) stay whole
+// on every rank, broadcast from rank 0 like ddp's: fsdp shards the parameters only. Bit for bit
+// ddp on 2 gloo ranks, checkpoints (which hold the buffers) included: final.ckpt, and the
+// step-100 checkpoint written sharded (rank 0's shard holds the buffers) and consolidated.
+TEST(FsdpEquivalenceTest, ModelBuffersStayWholeAndFollowDdp) {
+  Watchdog watchdog(absl::Seconds(120), "fsdp with buffers");
+  v1::JobSpec ddp_spec = EquivalenceSpec(2, "ddp", "buffers");
+  v1::JobSpec fsdp_spec = EquivalenceSpec(2, "fsdp", "buffers");
+  fsdp_spec.set_checkpoint_format("sharded");
+  for (v1::JobSpec* spec : {&ddp_spec, &fsdp_spec}) {
+    spec->mutable_model()->set_with_buffers(true);
+    spec->mutable_sync()->set_ignore_bool_buffers(true);
+    ASSERT_TRUE(ValidateJobSpec(*spec).ok()) << ValidateJobSpec(*spec);
+  }
+  const TrainingRun ddp = Train(ddp_spec, Backend::kGloo);
+  const TrainingRun fsdp = Train(fsdp_spec, Backend::kGloo);
+  if (::testing::Test::HasFailure()) return;
+  CompareSteps(ddp, fsdp, 2, /*exact=*/true, 8,
+               "three reduce-scatters, the stats all-reduce and four layer gathers (the buffer "
+               "broadcast is in the ledger, not in the step's count, as under ddp)");
+  for (const auto& [theirs, mine] :
+       {std::make_pair(&ddp.final_checkpoint, &fsdp.final_checkpoint),
+        std::make_pair(&ddp.periodic_checkpoint, &fsdp.periodic_checkpoint)}) {
+    ASSERT_NE(theirs->FindTensor("fc1.input_mean"), nullptr);
+    ASSERT_EQ(mine->tensors.size(), theirs->tensors.size());
+    for (size_t t = 0; t < theirs->tensors.size(); ++t) {
+      EXPECT_EQ(mine->tensors[t].name, theirs->tensors[t].name) << "step " << theirs->step;
+      EXPECT_EQ(mine->tensors[t].shape, theirs->tensors[t].shape) << theirs->tensors[t].name;
+      EXPECT_EQ(mine->tensors[t].data, theirs->tensors[t].data) << theirs->tensors[t].name;
+    }
+  }
+}
+
 // A parameter without gradient on one rank fails the first step on every rank, naming it,
 // instead of hanging (the layer gathers do not depend on which gradients a rank produced;
 // without sync.find_unused_parameters).

@@ -14,6 +14,7 @@
 #include "common/memory_plan.h"
 #include "gtest/gtest.h"
 #include "worker/checkpoint/checkpoint_series.h"
+#include "worker/checkpoint/sharded_checkpoint.h"
 #include "worker/checkpoint/training_state.h"
 #include "worker/collective/in_memory_key_value_store.h"
 #include "worker/collective/shm/shm_collective.h"
@@ -90,8 +91,11 @@ TrainingRun Train(const v1::JobSpec& spec, Backend backend, bool checkpoints, bo
   absl::StatusOr<CheckpointData> final_checkpoint = ReadCheckpoint(dir + "final.ckpt");
   EXPECT_TRUE(final_checkpoint.ok()) << final_checkpoint.status();
   if (final_checkpoint.ok()) run.final_checkpoint = *std::move(final_checkpoint);
-  absl::StatusOr<CheckpointData> periodic =
-      ReadCheckpoint(dir + PeriodicCheckpointName(spec.checkpoint_interval_steps()));
+  const std::string periodic_path = dir + PeriodicCheckpointName(spec.checkpoint_interval_steps());
+  absl::StatusOr<CheckpointData> periodic = ReadCheckpoint(periodic_path);
+  if (periodic.ok() && IsShardedManifest(*periodic)) {
+    periodic = ConsolidateShards(periodic_path, *periodic);  // checkpoint_format: sharded
+  }
   EXPECT_TRUE(periodic.ok()) << periodic.status();
   if (periodic.ok()) run.periodic_checkpoint = *std::move(periodic);
   return run;
