@@ -1,0 +1,122 @@
+#include "worker/collective/gpu/nccl_work.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/gpu/cuda_status.h"
+
+namespace ringleader {
+namespace gpu {
+
+absl::Status WithContext(const absl::Status& s, const std::string& context) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(context, s.message()));
+}
+
+absl::Status CommState::dead_status() const {
+  absl::MutexLock lock(&mu_);
+  return dead_;
+}
+
+absl::Status CommState::Fail(absl::Status status) {
+  ncclComm_t to_abort = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!dead_.ok()) return dead_;
+    dead_ = std::move(status);
+    to_abort = comm_;
+    comm_ = nullptr;
+  }
+  // Outside the lock: nobody can reach the communicator any more (comm_ is null), and
+  // ncclCommAbort may take a while; other threads polling the state must not wait for it.
+  if (to_abort != nullptr) runtime_->CommAbort(to_abort);
+  absl::MutexLock lock(&mu_);
+  return dead_;
+}
+
+ncclComm_t CommState::TakeForClose(absl::Status closed) {
+  absl::MutexLock lock(&mu_);
+  if (!dead_.ok()) return nullptr;
+  dead_ = std::move(closed);
+  ncclComm_t comm = comm_;
+  comm_ = nullptr;
+  return comm;
+}
+
+absl::Status CommState::Call(const std::function<ncclResult_t(ncclComm_t)>& call,
+                             const char* expr) {
+  absl::MutexLock lock(&mu_);
+  if (!dead_.ok()) return dead_;
+  const ncclResult_t r = call(comm_);
+  return NcclStatus(r, expr, __FILE__, __LINE__, comm_);
+}
+
+absl::Status CommState::PollAsyncError(bool* in_progress) {
+  absl::MutexLock lock(&mu_);
+  if (!dead_.ok()) return dead_;
+  ncclResult_t async = ncclSuccess;
+  const ncclResult_t r = runtime_->CommGetAsyncError(comm_, &async);
+  if (r != ncclSuccess) {
+    return NcclStatus(r, "ncclCommGetAsyncError(comm, &async)", __FILE__, __LINE__, comm_);
+  }
+  *in_progress = async == ncclInProgress;
+  return NcclStatus(async, "ncclCommGetAsyncError (asynchronous error)", __FILE__, __LINE__,
+                    comm_);
+}
+
+absl::Status NcclWork::Wait() {
+  while (true) {
+    std::optional<absl::Status> result = Check();
+    if (result.has_value()) return *result;
+    poller_.sleep(poller_.interval);
+  }
+}
+
+absl::Duration NcclWork::Duration() const {
+  absl::MutexLock lock(&mu_);
+  return duration_;
+}
+
+std::optional<absl::Status> NcclWork::Check() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (finished_) return result_;
+  }
+  // A dead communicator first: after ncclCommAbort the event completes with garbage data.
+  absl::Status dead = state_->dead_status();
+  if (!dead.ok()) return Finish(dead);
+  const cudaError_t query = runtime_->EventQuery(done_event_);
+  if (query == cudaSuccess) return Finish(absl::OkStatus());
+  if (query != cudaErrorNotReady) {
+    return Finish(state_->Fail(
+        WithContext(CudaStatus(query, "cudaEventQuery(done_event)", __FILE__, __LINE__),
+                    absl::StrCat("rank ", state_->rank(), ": ", what_, ": "))));
+  }
+  bool in_progress = false;
+  absl::Status async = state_->PollAsyncError(&in_progress);
+  if (!async.ok()) {
+    return Finish(state_->Fail(
+        WithContext(async, absl::StrCat("rank ", state_->rank(), ": ", what_, ": "))));
+  }
+  if (poller_.clock->Now() - start_ >= timeout_) {
+    return Finish(state_->Fail(absl::DeadlineExceededError(
+        absl::StrCat("rank ", state_->rank(), ": NCCL ", what_, " did not finish within ",
+                     absl::FormatDuration(timeout_),
+                     "; communicator aborted (a peer is slow, hung or dead, or the ranks issued "
+                     "different collectives)"))));
+  }
+  return std::nullopt;
+}
+
+absl::Status NcclWork::Finish(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  if (!finished_) {
+    finished_ = true;
+    result_ = std::move(status);
+    duration_ = poller_.clock->Now() - start_;
+  }
+  return result_;
+}
+
+}  // namespace gpu
+}  // namespace ringleader

@@ -1,0 +1,139 @@
+// The pieces of NcclCollective (nccl_collective.h) that outlive a call: the communicator's
+// shared state (CommState: the communicator and its first error, so a Work may outlive the
+// Collective) and the Works an operation returns (NcclWork: done when its event on the
+// communication stream completes; while waiting it polls the communicator's asynchronous error
+// and its own deadline, and aborts the communicator on either). Internal to the NCCL backend.
+//
+//   CommState:  LIVE ──Fail(status) / TakeForClose(closed)──> DEAD (the first status, sticky)
+//
+// Thread-safety: CommState and the Works are thread-safe.
+#ifndef RINGLEADER_WORKER_COLLECTIVE_GPU_NCCL_WORK_H_
+#define RINGLEADER_WORKER_COLLECTIVE_GPU_NCCL_WORK_H_
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "worker/collective/collective.h"
+#include "worker/collective/gpu/nccl_runtime.h"
+
+namespace ringleader {
+namespace gpu {
+
+using Sleeper = std::function<void(absl::Duration)>;
+
+// `s` with `context` in front of its message (OK stays OK).
+absl::Status WithContext(const absl::Status& s, const std::string& context);
+
+// The communicator and the first error, shared by the Collective and its Works.
+class CommState {
+ public:
+  CommState(std::shared_ptr<NcclRuntime> runtime, ncclComm_t comm, int rank)
+      : runtime_(std::move(runtime)), rank_(rank), comm_(comm) {}
+
+  int rank() const { return rank_; }
+
+  // OK while live; the first error once dead.
+  absl::Status dead_status() const;
+
+  // Makes the state DEAD with `status` unless it already is, aborting the communicator exactly
+  // once (outside the lock: ncclCommAbort may take a while). Returns the status in force (the
+  // first one).
+  absl::Status Fail(absl::Status status);
+
+  // Ends the communicator's life for a graceful close: from now on the state is DEAD with
+  // `closed` (so no operation can reach the communicator) and the caller owns it for
+  // ncclCommFinalize / ncclCommDestroy. nullptr if it was already dead (aborted).
+  ncclComm_t TakeForClose(absl::Status closed);
+
+  // Runs `call` on the communicator under the lock (NCCL calls on one communicator must not
+  // overlap). Returns the dead status if dead, otherwise the call's Status.
+  // `expr` names the call in the error ("ncclAllReduce(...)").
+  absl::Status Call(const std::function<ncclResult_t(ncclComm_t)>& call, const char* expr);
+
+  // One ncclCommGetAsyncError. OK with *in_progress telling whether an enqueue is still running;
+  // the mapped error if the communicator failed (e.g. UNAVAILABLE when a peer died).
+  absl::Status PollAsyncError(bool* in_progress);
+
+ private:
+  const std::shared_ptr<NcclRuntime> runtime_;
+  const int rank_;
+  mutable absl::Mutex mu_;
+  ncclComm_t comm_ ABSL_GUARDED_BY(mu_);
+  absl::Status dead_ ABSL_GUARDED_BY(mu_);
+};
+
+// How a Work or the init loop waits: clock, sleep and poll interval.
+struct Poller {
+  Clock* clock;
+  Sleeper sleep;
+  absl::Duration interval;
+};
+
+// A Work that finished when it was created (refused or failed at issue).
+class DoneWork : public Work {
+ public:
+  explicit DoneWork(absl::Status status) : status_(std::move(status)) {}
+  absl::Status Wait() override { return status_; }
+  bool IsDone() const override { return true; }
+  absl::Duration Duration() const override { return absl::ZeroDuration(); }
+
+ private:
+  const absl::Status status_;
+};
+
+// An operation on the communication stream; done when `done_event` has completed (destroyed
+// with the Work). Fails, aborting the communicator, when the event reports an error, the
+// communicator an asynchronous error, or `timeout` passes since `start` (DEADLINE_EXCEEDED
+// naming the rank and `what`).
+class NcclWork : public Work {
+ public:
+  NcclWork(std::shared_ptr<CommState> state, std::shared_ptr<NcclRuntime> runtime,
+           cudaEvent_t done_event, std::string what, absl::Time start, absl::Duration timeout,
+           Poller poller)
+      : state_(std::move(state)),
+        runtime_(std::move(runtime)),
+        done_event_(done_event),
+        what_(std::move(what)),
+        start_(start),
+        timeout_(timeout),
+        poller_(std::move(poller)) {}
+
+  ~NcclWork() override { runtime_->EventDestroy(done_event_); }
+
+  absl::Status Wait() override;
+  bool IsDone() const override { return const_cast<NcclWork*>(this)->Check().has_value(); }
+  absl::Duration Duration() const override;
+
+ private:
+  // One look at the operation; its final status once it has one.
+  std::optional<absl::Status> Check();
+  absl::Status Finish(absl::Status status);
+
+  const std::shared_ptr<CommState> state_;
+  const std::shared_ptr<NcclRuntime> runtime_;
+  const cudaEvent_t done_event_;
+  const std::string what_;
+  const absl::Time start_;
+  const absl::Duration timeout_;
+  const Poller poller_;
+
+  mutable absl::Mutex mu_;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status result_ ABSL_GUARDED_BY(mu_);
+  absl::Duration duration_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+};
+
+}  // namespace gpu
+}  // namespace ringleader
+
+#endif  // RINGLEADER_WORKER_COLLECTIVE_GPU_NCCL_WORK_H_
