@@ -459,12 +459,6 @@ absl::Status ValidateFsdpCombination(const JobSpec& spec) {
   if (spec.strategy() != "fsdp") return absl::OkStatus();
   RETURN_IF_ERROR(ValidateReduceScatterCombination(
       spec, "fsdp", "parameters, gradients and optimizer state"));
-  if (spec.model().frozen_parameters_size() > 0) {
-    return Invalid(absl::StrCat(
-        "model.frozen_parameters: strategy fsdp shards every parameter with its gradient and "
-        "does not support frozen ones (", spec.model().frozen_parameters(0),
-        "); drop frozen_parameters or use strategy zero2"));
-  }
   return absl::OkStatus();
 }
 

@@ -53,8 +53,8 @@ absl::Status ValidateZero2Combination(const ringleader::v1::JobSpec& spec);
 
 // What strategy fsdp (ZeRO-3: parameters sharded too, worker/sync/fsdp_parameters.h) runs with
 // today; OK for any other strategy. Everything ValidateZero2Combination refuses (the messages
-// name fsdp), plus model.frozen_parameters (every parameter is sharded with its gradient):
-// INVALID_ARGUMENT naming the field and the fix. (Model buffers stay whole on every rank.) Part of ValidateJobSpec; the rank checks it again before training.
+// name fsdp): INVALID_ARGUMENT naming the field and the fix. (Model buffers stay whole on every
+// rank; frozen parameters are sharded like the others and reduce as zeros.) Part of ValidateJobSpec; the rank checks it again before training.
 absl::Status ValidateFsdpCombination(const ringleader::v1::JobSpec& spec);
 
 // Parameter names of the model `model` describes, in registration order: for an MLP with

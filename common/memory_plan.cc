@@ -142,7 +142,8 @@ absl::StatusOr<v1::RankMemory> PredictRankMemory(const v1::JobSpec& spec,
       if (bf16) comm += kBf16Bytes * (z->shard_elements + z->pool_buffers * z->pool_buffer_elements);
     }  // else every parameter is frozen: nothing to shard
   } else {  // fsdp: zero2's gradients and optimizer, the parameters sharded alike
-    // Every parameter counts (fsdp refuses frozen ones, ValidateFsdpCombination).
+    // Every parameter counts, frozen ones too (sharded with their buckets, reduced as zeros);
+    // only the trainable ones have momentum.
     std::vector<size_t> all;
     for (int layer = 1; layer < spec.model().layers_size(); ++layer) {
       all.push_back(size_t{spec.model().layers(layer - 1)} * spec.model().layers(layer));
@@ -156,7 +157,12 @@ absl::StatusOr<v1::RankMemory> PredictRankMemory(const v1::JobSpec& spec,
       parameters = kFloatBytes * (f->shard_elements() + f->staging_elements);
       gradients = kFloatBytes * (z.shard_elements * (accumulating ? 2 : 1) +
                                  z.pool_buffers * z.pool_buffer_elements);
-      optimizer = momentum ? kFloatBytes * z.shards.owned_count(rank) : 0;
+      const std::vector<size_t> trainable = TrainableCounts(spec.model());
+      uint64_t stepped = 0;  // this rank's owned elements of the trainable parameters
+      for (size_t i = 0; i < trainable.size(); ++i) {
+        if (trainable[i] > 0) stepped += z.shards.owned[rank][i].size();
+      }
+      optimizer = momentum ? kFloatBytes * stepped : 0;
       comm = 0;  // the gathers send from the shard and receive into the staging
       if (bf16) comm += kBf16Bytes * (z.shard_elements + z.pool_buffers * z.pool_buffer_elements);
     }

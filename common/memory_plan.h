@@ -23,7 +23,8 @@
 //       so >= the largest trainable parameter)
 //   O_r rank r's owned elements (the real elements of its slices); Q = max_r O_r
 //   H   zero2's gather chunk: min(Q, 2^18)
-//   fsdp uses zero2's plan over every parameter (T = P: frozen ones are refused), and
+//   fsdp uses zero2's plan over every parameter (frozen ones too: they are sharded with their
+//   buckets and reduce as zeros; O_r counts the trainable ones only, which have momentum), and
 //   S   its layer staging: max over layers of the padded sizes N s_b of the buckets holding
 //       that layer's weight and bias, summed (worker/sync/fsdp_plan.h)
 //

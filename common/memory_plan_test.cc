@@ -101,6 +101,12 @@ TEST(MemoryPlanTest, FrozenParametersHaveNoGradientOrOptimizerState) {
   ExpectBytes(Predict(spec, "ddp", 2, 0), 92, 48, 44, 0);
   // zero1: shards of 11: rank 0 5, rank 1 6; C = 6.
   ExpectBytes(Predict(spec, "zero1", 2, 0), 92, 48, 20, 72);
+  // fsdp shards every parameter, the frozen one too: the bucket of 23 (reverse registration
+  // order: fc2.bias, fc2.weight, fc1.bias, fc1.weight) in slices of 12. Rank 0 owns fc2's 8,
+  // fc1.bias's 3 and one element of fc1.weight (frozen: no momentum), rank 1 the rest of
+  // fc1.weight: momentum for 11 and 0 elements.
+  ExpectBytes(Predict(spec, "fsdp", 2, 0), 4 * (12 + 24), 4 * (12 + 24), 44, 0);
+  ExpectBytes(Predict(spec, "fsdp", 2, 1), 4 * (12 + 24), 4 * (12 + 24), 0, 0);
 }
 
 TEST(MemoryPlanTest, PlanTakesTheLargestRankAndMarksAvailability) {
@@ -125,14 +131,13 @@ TEST(MemoryPlanTest, PlanTakesTheLargestRankAndMarksAvailability) {
   EXPECT_EQ(plan->strategies(3).strategy(), "fsdp");
   EXPECT_TRUE(plan->strategies(3).available()) << "fsdp runs on gloo";
   EXPECT_EQ(plan->strategies(3).note(), "");
-  // fsdp refuses frozen parameters (zero2 takes them).
+  // Both take frozen parameters.
   v1::JobSpec frozen = spec;
   frozen.mutable_model()->add_frozen_parameters("fc1.bias");
   plan = PlanMemory(frozen, 2);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_TRUE(plan->strategies(2).available());
-  EXPECT_FALSE(plan->strategies(3).available());
-  EXPECT_EQ(plan->strategies(3).note(), "not with model.frozen_parameters");
+  EXPECT_TRUE(plan->strategies(3).available());
 
   // zero2 is refused with settings it does not run with: the note names the field.
   v1::JobSpec rebuilding = spec;

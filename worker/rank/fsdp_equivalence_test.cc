@@ -153,6 +153,43 @@ TEST(FsdpEquivalenceTest, ModelBuffersStayWholeAndFollowDdp) {
   }
 }
 
+// Frozen parameters under fsdp: sharded and gathered like the others, ready (as zeros) from
+// the start of every step, never stepped. Bit for bit the ddp run that leaves them out of its
+// buckets (2 gloo ranks: a sum of two does not depend on the bucket layout), and the measured
+// memory is the predicted one (no momentum for the frozen elements a rank owns).
+TEST(FsdpEquivalenceTest, FrozenParametersStayPutAndFollowDdp) {
+  Watchdog watchdog(absl::Seconds(120), "fsdp frozen");
+  v1::JobSpec ddp_spec = EquivalenceSpec(2, "ddp", "frozen");
+  v1::JobSpec fsdp_spec = EquivalenceSpec(2, "fsdp", "frozen");
+  for (v1::JobSpec* spec : {&ddp_spec, &fsdp_spec}) {
+    spec->mutable_model()->add_frozen_parameters("fc2.weight");
+    spec->mutable_model()->add_frozen_parameters("fc3.bias");
+    ASSERT_TRUE(ValidateJobSpec(*spec).ok()) << ValidateJobSpec(*spec);
+  }
+  const TrainingRun ddp = Train(ddp_spec, Backend::kGloo);
+  const TrainingRun fsdp = Train(fsdp_spec, Backend::kGloo);
+  if (::testing::Test::HasFailure()) return;
+  CompareSteps(ddp, fsdp, 2, /*exact=*/true, 8,
+               "three reduce-scatters, the stats all-reduce and four layer gathers");
+  ASSERT_EQ(fsdp.final_checkpoint.tensors.size(), ddp.final_checkpoint.tensors.size());
+  for (size_t t = 0; t < ddp.final_checkpoint.tensors.size(); ++t) {
+    const CheckpointTensor& a = ddp.final_checkpoint.tensors[t];
+    const CheckpointTensor& b = fsdp.final_checkpoint.tensors[t];
+    EXPECT_EQ(b.name, a.name);
+    EXPECT_EQ(b.data, a.data) << a.name;
+  }
+  EXPECT_EQ(fsdp.final_checkpoint.FindTensor("fc2.weight.momentum_buffer"), nullptr);
+  // The frozen weight is the initial one: the same in both runs and never stepped.
+  EXPECT_EQ(fsdp.final_checkpoint.FindTensor("fc2.weight")->data,
+            fsdp.periodic_checkpoint.FindTensor("fc2.weight")->data);
+  uint64_t momentum = 0;
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    momentum += fsdp.results[rank].outcome.momentum_elements;
+  }
+  EXPECT_EQ(momentum, kTrainableElements - 64u * 33u - 4u);
+  ExpectMeasuredIsPredicted(fsdp, fsdp_spec);
+}
+
 // A parameter without gradient on one rank fails the first step on every rank, naming it,
 // instead of hanging (the layer gathers do not depend on which gradients a rank produced;
 // without sync.find_unused_parameters).

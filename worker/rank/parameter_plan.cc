@@ -1,5 +1,6 @@
 #include "worker/rank/parameter_plan.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -37,16 +38,20 @@ absl::StatusOr<ParameterPlan> PlanParameters(const v1::JobSpec& spec, uint32_t r
   plan.skip.assign(infos.size(), false);
   plan.reducer_index.assign(infos.size(), -1);
   plan.has_grad.assign(infos.size(), true);
+  plan.always_ready.assign(infos.size(), false);
+  // fsdp shards every parameter with its gradient's bucket: a frozen one stays in the reducer.
+  const bool fsdp = spec.strategy() == "fsdp";
   for (size_t i = 0; i < infos.size(); ++i) {
     const bool is_frozen = frozen.count(infos[i].name) > 0;
     plan.has_grad[i] = !is_frozen;
     plan.skip[i] = is_frozen || unused.count(infos[i].name) > 0;
-    if (!is_frozen) {
+    plan.always_ready[i] = is_frozen && fsdp;
+    if (!is_frozen || fsdp) {
       plan.reducer_index[i] = static_cast<int>(plan.trainable.size());
       plan.trainable.push_back(infos[i]);
     }
   }
-  if (plan.trainable.empty()) {
+  if (std::none_of(plan.has_grad.begin(), plan.has_grad.end(), [](bool b) { return b; })) {
     return absl::InvalidArgumentError(
         "model.frozen_parameters: every parameter is frozen; nothing to train");
   }

@@ -42,6 +42,27 @@ TEST(ParameterPlanTest, FrozenParametersLeaveTheReducer) {
   EXPECT_THAT(plan->skip, ElementsAre(false, true, false, false));
 }
 
+// fsdp shards every parameter with its bucket: a frozen one stays in the reducer, ready from
+// the start of every micro-batch, without gradient or step.
+TEST(ParameterPlanTest, FsdpKeepsFrozenParametersInTheReducerAlwaysReady) {
+  v1::JobSpec spec;
+  spec.set_strategy("fsdp");
+  spec.mutable_model()->add_frozen_parameters("fc1.bias");
+  absl::StatusOr<ParameterPlan> plan = PlanParameters(spec, 0, Infos());
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->trainable.size(), 4u);
+  EXPECT_THAT(plan->reducer_index, ElementsAre(0, 1, 2, 3));
+  EXPECT_THAT(plan->has_grad, ElementsAre(true, false, true, true));
+  EXPECT_THAT(plan->skip, ElementsAre(false, true, false, false));
+  EXPECT_THAT(plan->always_ready, ElementsAre(false, true, false, false));
+  // Every parameter frozen: refused under fsdp too.
+  for (const char* name : {"fc1.weight", "fc2.weight", "fc2.bias"}) {
+    spec.mutable_model()->add_frozen_parameters(name);
+  }
+  EXPECT_EQ(PlanParameters(spec, 0, Infos()).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(ParameterPlanTest, UnusedParametersStayInTheReducerOnlyOnTheFaultRank) {
   v1::JobSpec spec;
   spec.mutable_model()->mutable_faults()->add_unused_parameters_on_rank("fc2.weight");

@@ -78,6 +78,13 @@ absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch
   const bool use_reducer = !plan_.bypass_all && !zero2;
   if (use_reducer) reducer_->ZeroGradients();
   if (zero2) zero2_->BeginStep();
+  // fsdp's frozen parameters: ready (as zeros) from the start of every micro-batch.
+  const auto mark_always_ready = [&] {
+    for (size_t i = 0; i < plan_.always_ready.size(); ++i) {
+      if (plan_.always_ready[i]) zero2_->MarkReady(static_cast<size_t>(plan_.reducer_index[i]));
+    }
+  };
+  if (zero2) mark_always_ready();
   if (plan_.bypass) RETURN_IF_ERROR(runner_->ZeroGradients());
   const uint64_t gathers_before = fsdp_ != nullptr ? fsdp_->gathers() : 0;
 
@@ -126,7 +133,10 @@ absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch
           absl::StrCat("loss is ", loss, ": training diverged (lower optimizer.learning_rate)"));
     }
     loss_sum += loss;
-    if (zero2 && !sync) RETURN_IF_ERROR(zero2_->FinishMicroBatch());
+    if (zero2 && !sync) {
+      RETURN_IF_ERROR(zero2_->FinishMicroBatch());
+      mark_always_ready();
+    }
   }
   if (plan_.bypass && use_reducer) RETURN_IF_ERROR(HandOverLocalGradients());
   if (plan_.bypass_all) {

@@ -226,10 +226,11 @@ class RankTrainer {
     ASSIGN_OR_RETURN(plan_, PlanParameters(spec_, rank_, model->parameters()));
     if (spec_.strategy() == "zero1" || spec_.strategy() == "zero2" ||
         spec_.strategy() == "fsdp") {
-      // The trainable parameters' elements, split across the ranks (frozen ones take no part).
+      // The reducer's parameters' elements, split across the ranks (frozen ones take no part,
+      // but under fsdp, which shards every parameter).
       std::vector<size_t> counts;
       for (size_t i = 0; i < model->parameters().size(); ++i) {
-        counts.push_back(plan_.has_grad[i] ? model->parameters()[i].count : 0);
+        counts.push_back(plan_.reducer_index[i] >= 0 ? model->parameters()[i].count : 0);
       }
       if (spec_.strategy() == "zero1") {
         shards_ = PlanShards(counts, world_);
