@@ -27,6 +27,7 @@ namespace ringleader {
 namespace {
 
 using sync_test::FakeCollective;
+using sync_test::GuardedFakeCollective;
 using sync_test::MakeGlooRanks;
 using sync_test::RecordingTensorMemory;
 using sync_test::RunRanks;
@@ -196,23 +197,6 @@ TEST(ReducerMemoryTest, SeamMemoryGivesBitIdenticalResultsToHostMemory) {
     }
   }
 }
-
-// World size 1 over guarded memory: a device-kind fake collective whose only data movement
-// (all-gather copies) runs inside WithAccess. Every other access to the pool crashes.
-class GuardedFakeCollective : public FakeCollective {
- public:
-  explicit GuardedFakeCollective(RecordingTensorMemory* memory)
-      : FakeCollective("nccl", MemoryKind::kDevice), memory_(memory) {}
-  std::shared_ptr<Work> AllGather(TensorView in, TensorView out,
-                                  const CollectiveOptions& opts) override {
-    std::shared_ptr<Work> work;
-    memory_->WithAccess([&] { work = FakeCollective::AllGather(in, out, opts); });
-    return work;
-  }
-
- private:
-  RecordingTensorMemory* memory_;
-};
 
 TEST(ReducerMemoryTest, ReducerAndDriftTouchGuardedMemoryOnlyThroughTheSeam) {
   for (const Scenario& sc : Scenarios()) {

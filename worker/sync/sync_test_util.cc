@@ -67,6 +67,21 @@ std::shared_ptr<Work> FakeCollective::Barrier(const CollectiveOptions& opts) {
   return Log("barrier", 0, DataType::kUInt8, opts.bucket);
 }
 
+std::shared_ptr<Work> GuardedFakeCollective::AllGather(TensorView in, TensorView out,
+                                                       const CollectiveOptions& opts) {
+  std::shared_ptr<Work> work;
+  memory_->WithAccess([&] { work = FakeCollective::AllGather(in, out, opts); });
+  return work;
+}
+
+std::shared_ptr<Work> GuardedFakeCollective::ReduceScatter(TensorView in, TensorView out,
+                                                           ReduceOp op,
+                                                           const CollectiveOptions& opts) {
+  std::shared_ptr<Work> work;
+  memory_->WithAccess([&] { work = FakeCollective::ReduceScatter(in, out, op, opts); });
+  return work;
+}
+
 std::vector<FakeCollective::Call> FakeCollective::calls() const {
   absl::MutexLock lock(&mu_);
   return calls_;

@@ -1,5 +1,5 @@
 // Test helpers for the sync package: a single-rank fake Collective that records what it was
-// asked to do, synthetic parameters and gradients, and gloo ranks as threads with a watchdog.
+// asked to do (and its form over guarded memory), synthetic parameters and gradients, and gloo ranks as threads with a watchdog.
 #ifndef RINGLEADER_WORKER_SYNC_SYNC_TEST_UTIL_H_
 #define RINGLEADER_WORKER_SYNC_SYNC_TEST_UTIL_H_
 
@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "worker/collective/collective.h"
+#include "worker/sync/recording_tensor_memory.h"
 #include "worker/trainer/parameter.h"
 
 namespace ringleader {
@@ -60,6 +61,22 @@ class FakeCollective : public Collective {
   const absl::Duration op_duration_;
   mutable absl::Mutex mu_;
   std::vector<Call> calls_ ABSL_GUARDED_BY(mu_);
+};
+
+// FakeCollective over guarded device memory (RecordingTensorMemory with `guard`): a device-kind
+// "nccl" collective whose only data movement (the all-gather's and the reduce-scatter's copies)
+// runs inside the memory's WithAccess, so every other access to the pool crashes the test.
+class GuardedFakeCollective : public FakeCollective {
+ public:
+  explicit GuardedFakeCollective(RecordingTensorMemory* memory)
+      : FakeCollective("nccl", MemoryKind::kDevice), memory_(memory) {}
+  std::shared_ptr<Work> AllGather(TensorView in, TensorView out,
+                                  const CollectiveOptions& opts) override;
+  std::shared_ptr<Work> ReduceScatter(TensorView in, TensorView out, ReduceOp op,
+                                      const CollectiveOptions& opts) override;
+
+ private:
+  RecordingTensorMemory* memory_;
 };
 
 // `n` parameters "p<i>.weight" with mixed sizes in [1, max_count], reproducible from `seed`.

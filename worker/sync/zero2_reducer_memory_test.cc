@@ -27,6 +27,7 @@ namespace ringleader {
 namespace {
 
 using sync_test::FakeCollective;
+using sync_test::GuardedFakeCollective;
 using sync_test::MakeGlooRanks;
 using sync_test::RecordingTensorMemory;
 using sync_test::RunRanks;
@@ -158,30 +159,6 @@ TEST(Zero2ReducerMemoryTest, GlooRanksOverTheSeamMatchHostMemoryBitForBit) {
     }
   }
 }
-
-// World size 1 over guarded memory: a device-kind fake collective whose data movement (the
-// reduce-scatter's and the all-gather's copies) runs inside WithAccess. Every other access to
-// the pool crashes.
-class GuardedFakeCollective : public FakeCollective {
- public:
-  explicit GuardedFakeCollective(RecordingTensorMemory* memory)
-      : FakeCollective("nccl", MemoryKind::kDevice), memory_(memory) {}
-  std::shared_ptr<Work> AllGather(TensorView in, TensorView out,
-                                  const CollectiveOptions& opts) override {
-    std::shared_ptr<Work> work;
-    memory_->WithAccess([&] { work = FakeCollective::AllGather(in, out, opts); });
-    return work;
-  }
-  std::shared_ptr<Work> ReduceScatter(TensorView in, TensorView out, ReduceOp op,
-                                      const CollectiveOptions& opts) override {
-    std::shared_ptr<Work> work;
-    memory_->WithAccess([&] { work = FakeCollective::ReduceScatter(in, out, op, opts); });
-    return work;
-  }
-
- private:
-  RecordingTensorMemory* memory_;
-};
 
 TEST(Zero2ReducerMemoryTest, TouchesGuardedDeviceMemoryOnlyThroughTheSeam) {
   const Zero2Plan plan = Plan(1);
