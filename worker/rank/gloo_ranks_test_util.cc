@@ -8,6 +8,7 @@
 #include "common/job_spec.h"
 #include "worker/collective/gloo/gloo_collective.h"
 #include "worker/collective/in_memory_key_value_store.h"
+#include "worker/collective/shm/shm_collective.h"
 
 namespace ringleader {
 
@@ -47,6 +48,24 @@ std::vector<RankRunResult> RunRanksOverGloo(
   }
   for (std::thread& t : threads) t.join();
   return results;
+}
+
+std::function<void(uint32_t, TrainingLoopOptions*)> OnSharedMemory() {
+  auto store = std::make_shared<InMemoryKeyValueStore>();
+  return [store](uint32_t, TrainingLoopOptions* options) {
+    options->make_collective =
+        [store](const v1::Assignment& a, const ComputePlacement&,
+                const RendezvousProgress& progress) -> absl::StatusOr<std::unique_ptr<Collective>> {
+      ShmOptions shm;
+      shm.collective_timeout = absl::Milliseconds(a.spec().collective_timeout_ms());
+      shm.on_progress = progress;
+      absl::StatusOr<ShmRendezvous> made = CreateShmCollective(
+          store, "job-1/1/", static_cast<int>(a.rank()), static_cast<int>(a.world_size()), shm);
+      if (!made.ok()) return made.status();
+      if (made->collective == nullptr) return absl::UnavailableError(made->unavailable);
+      return std::move(made->collective);
+    };
+  };
 }
 
 }  // namespace ringleader

@@ -1,5 +1,5 @@
 // Test helper: the ranks of a job as threads of this process, training over gloo on loopback
-// (one in-memory rendezvous store), each through the real RunRank.
+// (one in-memory rendezvous store) or over shared memory, each through the real RunRank.
 #ifndef RINGLEADER_WORKER_RANK_GLOO_RANKS_TEST_UTIL_H_
 #define RINGLEADER_WORKER_RANK_GLOO_RANKS_TEST_UTIL_H_
 
@@ -19,6 +19,10 @@ namespace ringleader {
 std::vector<RankRunResult> RunRanksOverGloo(
     const v1::JobSpec& spec, CoordinatorClient* client, std::vector<uint32_t> ranks = {},
     const std::function<void(uint32_t, TrainingLoopOptions*)>& tweak = nullptr);
+
+// A `tweak` for RunRanksOverGloo that puts every rank on the shared-memory backend instead of
+// gloo's TCP (one store for the job, prefix "job-1/1/").
+std::function<void(uint32_t, TrainingLoopOptions*)> OnSharedMemory();
 
 }  // namespace ringleader
 

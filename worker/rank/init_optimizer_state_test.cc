@@ -19,8 +19,6 @@
 #include "gtest/gtest.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/collective/gloo/gloo_test_util.h"
-#include "worker/collective/in_memory_key_value_store.h"
-#include "worker/collective/shm/shm_collective.h"
 #include "worker/coordinator_client/fake_coordinator.h"
 #include "worker/rank/gloo_ranks_test_util.h"
 #include "worker/rank/training_loop.h"
@@ -63,25 +61,6 @@ v1::JobSpec Spec(uint32_t world, const std::string& strategy, const std::string&
   return spec;
 }
 
-// Each rank on the shared-memory backend (one store for the job).
-std::function<void(uint32_t, TrainingLoopOptions*)> OnShm() {
-  auto store = std::make_shared<InMemoryKeyValueStore>();
-  return [store](uint32_t, TrainingLoopOptions* options) {
-    options->make_collective =
-        [store](const v1::Assignment& a, const ComputePlacement&,
-                const RendezvousProgress& progress) -> absl::StatusOr<std::unique_ptr<Collective>> {
-      ShmOptions shm;
-      shm.collective_timeout = absl::Milliseconds(a.spec().collective_timeout_ms());
-      shm.on_progress = progress;
-      absl::StatusOr<ShmRendezvous> made = CreateShmCollective(
-          store, "job-1/1/", static_cast<int>(a.rank()), static_cast<int>(a.world_size()), shm);
-      if (!made.ok()) return made.status();
-      if (made->collective == nullptr) return absl::UnavailableError(made->unavailable);
-      return std::move(made->collective);
-    };
-  };
-}
-
 struct JobRun {
   std::vector<RankRunResult> results;
   std::vector<std::vector<v1::StepReport>> steps;  // per rank
@@ -90,7 +69,7 @@ struct JobRun {
 JobRun Train(const v1::JobSpec& spec) {
   FakeCoordinator fake(JobSpecFingerprint(spec));
   JobRun run;
-  run.results = RunRanksOverGloo(spec, &fake, {}, OnShm());
+  run.results = RunRanksOverGloo(spec, &fake, {}, OnSharedMemory());
   for (uint32_t rank = 0; rank < spec.world_size(); ++rank) {
     run.steps.push_back(fake.steps(rank));
   }

@@ -16,34 +16,10 @@
 #include "worker/checkpoint/checkpoint_series.h"
 #include "worker/checkpoint/sharded_checkpoint.h"
 #include "worker/checkpoint/training_state.h"
-#include "worker/collective/in_memory_key_value_store.h"
-#include "worker/collective/shm/shm_collective.h"
 #include "worker/coordinator_client/fake_coordinator.h"
 
 namespace ringleader {
 namespace equivalence {
-namespace {
-
-// Each rank on the shared-memory backend instead of gloo's TCP (one store for the job).
-std::function<void(uint32_t, TrainingLoopOptions*)> OnShm() {
-  auto store = std::make_shared<InMemoryKeyValueStore>();
-  return [store](uint32_t, TrainingLoopOptions* options) {
-    options->make_collective =
-        [store](const v1::Assignment& a, const ComputePlacement&,
-                const RendezvousProgress& progress) -> absl::StatusOr<std::unique_ptr<Collective>> {
-      ShmOptions shm;
-      shm.collective_timeout = absl::Milliseconds(a.spec().collective_timeout_ms());
-      shm.on_progress = progress;
-      absl::StatusOr<ShmRendezvous> made = CreateShmCollective(
-          store, "job-1/1/", static_cast<int>(a.rank()), static_cast<int>(a.world_size()), shm);
-      if (!made.ok()) return made.status();
-      if (made->collective == nullptr) return absl::UnavailableError(made->unavailable);
-      return std::move(made->collective);
-    };
-  };
-}
-
-}  // namespace
 
 v1::JobSpec EquivalenceSpec(uint32_t world, const std::string& strategy, const std::string& tag) {
   v1::JobSpec spec;
@@ -79,7 +55,7 @@ TrainingRun Train(const v1::JobSpec& spec, Backend backend, bool checkpoints, bo
   FakeCoordinator fake(JobSpecFingerprint(spec));
   TrainingRun run;
   run.results =
-      RunRanksOverGloo(spec, &fake, {}, backend == Backend::kShm ? OnShm() : nullptr);
+      RunRanksOverGloo(spec, &fake, {}, backend == Backend::kShm ? OnSharedMemory() : nullptr);
   for (uint32_t rank = 0; rank < spec.world_size(); ++rank) {
     EXPECT_TRUE(!expect_ok || run.results[rank].status.ok())
         << spec.strategy() << " rank " << rank << ": " << run.results[rank].status;
