@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/command_spec.h"
+#include "common/spec_kinds.h"
 #include "common/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -191,11 +192,7 @@ absl::Status ValidateSync(const v1::SyncSpec& sync) {
     return Invalid(absl::StrCat("sync.gradient_accumulation_steps: must be >= 1, got ",
                                 sync.gradient_accumulation_steps()));
   }
-  if (sync.comm_dtype() != "fp32" && sync.comm_dtype() != "bf16") {
-    return Invalid(absl::StrCat("sync.comm_dtype: unknown dtype '", sync.comm_dtype(),
-                                "' (expected fp32 or bf16)"));
-  }
-  return absl::OkStatus();
+  return ParsePrecision("sync.comm_dtype", sync.comm_dtype()).status();
 }
 
 }  // namespace
@@ -211,8 +208,8 @@ std::vector<std::string> ModelParameterNames(const ModelSpec& model) {
 }
 
 void ApplyJobSpecDefaults(JobSpec* spec) {
-  if (spec->backend().empty()) spec->set_backend("gloo");
-  if (spec->strategy().empty()) spec->set_strategy("ddp");
+  if (spec->backend().empty()) spec->set_backend(Name(Backend::kGloo));
+  if (spec->strategy().empty()) spec->set_strategy(Name(Strategy::kDdp));
 
   ModelSpec* model = spec->mutable_model();
   if (model->kind().empty()) model->set_kind("mlp");
@@ -241,7 +238,7 @@ void ApplyJobSpecDefaults(JobSpec* spec) {
   if (!sync->has_overlap()) sync->set_overlap(true);
   if (!sync->has_shared_memory()) sync->set_shared_memory(true);
   if (!sync->has_gradient_accumulation_steps()) sync->set_gradient_accumulation_steps(1);
-  if (sync->comm_dtype().empty()) sync->set_comm_dtype("fp32");
+  if (sync->comm_dtype().empty()) sync->set_comm_dtype(Name(Precision::kFp32));
 
   if (!spec->has_epochs()) spec->set_epochs(3);
   if (!spec->has_batch_size()) spec->set_batch_size(64);
@@ -254,7 +251,7 @@ void ApplyJobSpecDefaults(JobSpec* spec) {
   v1::CheckSpec* checks = spec->mutable_checks();
   if (checks->on_desync().empty()) checks->set_on_desync("fail");
   if (!checks->has_grad_norm_rtol()) {
-    checks->set_grad_norm_rtol(sync->comm_dtype() == "bf16" ? 1e-4 : 1e-6);
+    checks->set_grad_norm_rtol(CommDtypeOf(*spec) == Precision::kBf16 ? 1e-4 : 1e-6);
   }
   if (!checks->has_drift_tolerance()) checks->set_drift_tolerance(1e-6);
   if (!checks->has_straggler_factor()) checks->set_straggler_factor(2.0);
@@ -293,12 +290,11 @@ absl::Status ValidateRecovery(const JobSpec& spec) {
   if (spec.keep_last_checkpoints() < 1) {
     return Invalid("keep_last_checkpoints: must be >= 1 (omit it for the default 2)");
   }
-  const std::string& format = spec.checkpoint_format();
-  if (!format.empty() && format != "consolidated" && format != "sharded") {
-    return Invalid(absl::StrCat("checkpoint_format: unknown format '", format,
-                                "' (expected consolidated or sharded)"));
+  if (!spec.checkpoint_format().empty()) {
+    RETURN_IF_ERROR(ParseCheckpointFormat(spec.checkpoint_format()).status());
   }
-  if (format == "sharded" && spec.strategy() == "ddp") {
+  if (CheckpointFormatOf(spec) == CheckpointFormat::kSharded &&
+      !TraitsOf(StrategyOf(spec)).shards_optimizer_state) {
     return Invalid(
         "checkpoint_format: sharded: ddp holds everything on every rank; use consolidated");
   }
@@ -349,25 +345,9 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const JobSpecLimits& limits) {
     return Invalid(absl::StrCat("world_size: must be between 1 and ", limits.max_world_size,
                                 ", got ", spec.world_size()));
   }
-  if (spec.backend() != "gloo" && spec.backend() != "nccl") {
-    return Invalid(
-        absl::StrCat("backend: unknown backend '", spec.backend(), "' (expected gloo or nccl)"));
-  }
-  if (spec.strategy() != "ddp" && spec.strategy() != "zero1" && spec.strategy() != "zero2" &&
-      spec.strategy() != "fsdp") {
-    return Invalid(absl::StrCat("strategy: unknown strategy '", spec.strategy(),
-                                "' (expected ddp, zero1, zero2 or fsdp)"));
-  }
-  RETURN_IF_ERROR(ValidateZero2Combination(spec));
-  RETURN_IF_ERROR(ValidateFsdpCombination(spec));
-  if (spec.strategy() == "zero1") {
-    // ZeRO-1 shards the built-in trainer's optimizer state (CPU on gloo, GPU on nccl).
-    if (!spec.command().empty()) {
-      return Invalid(
-          "strategy: zero1 shards the built-in trainer's optimizer state, and a command job runs "
-          "your own program; drop strategy (your program chooses its own sharding) or command");
-    }
-  }
+  RETURN_IF_ERROR(ParseBackend(spec.backend()).status());
+  RETURN_IF_ERROR(ParseStrategy(spec.strategy()).status());
+  RETURN_IF_ERROR(ValidateStrategyCombination(spec));
   const std::string& dataset = spec.data().dataset();
   if (dataset != "fashion-mnist" && dataset != "synthetic") {
     return Invalid(absl::StrCat("data.dataset: unknown dataset '", dataset,
@@ -391,30 +371,30 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const JobSpecLimits& limits) {
   }
   RETURN_IF_ERROR(ValidateRecovery(spec));
   RETURN_IF_ERROR(ValidateCommandSpec(spec));
-  const std::string& precision = spec.mixed_precision();
-  if (!precision.empty() && precision != "fp32" && precision != "bf16") {
-    return Invalid(absl::StrCat("mixed_precision: unknown precision '", precision,
-                                "' (expected fp32 or bf16)"));
+  if (!spec.mixed_precision().empty()) {
+    RETURN_IF_ERROR(ParsePrecision("mixed_precision", spec.mixed_precision()).status());
   }
-  if (precision == "bf16" && spec.backend() != "nccl") {
+  if (MixedPrecisionOf(spec) == Precision::kBf16 && BackendOf(spec) != Backend::kNccl) {
     return Invalid(absl::StrCat("mixed_precision: bf16 needs backend nccl (a GPU), got backend ",
                                 spec.backend(), "; set backend: nccl or drop mixed_precision"));
   }
   return absl::OkStatus();
 }
 
-namespace {
-
-// What zero2 and fsdp (both reduce-scatter zero2's fixed buckets, zero2_plan.h) refuse alike;
-// `strategy` names the one in the messages, `what` what it shards.
-absl::Status ValidateReduceScatterCombination(const JobSpec& spec, const std::string& strategy,
-                                              const std::string& what) {
+absl::Status ValidateStrategyCombination(const JobSpec& spec) {
+  const Strategy strategy = StrategyOf(spec);
+  const StrategyTraits& traits = TraitsOf(strategy);
+  const std::string name = Name(strategy);
+  if (!traits.shards_optimizer_state) return absl::OkStatus();
+  // The sharding strategies shard the built-in trainer's state (CPU on gloo, GPU on nccl).
   if (!spec.command().empty()) {
     return Invalid(absl::StrCat(
-        "strategy: ", strategy, " shards the built-in trainer's ", what,
+        "strategy: ", name, " shards the built-in trainer's ", traits.sharded_state,
         ", and a command job runs your own program; drop strategy (your program chooses its own "
         "sharding) or command"));
   }
+  if (!traits.shards_gradients) return absl::OkStatus();
+  // zero2 and fsdp reduce-scatter zero2's fixed buckets (zero2_plan.h).
   const v1::SyncSpec& sync = spec.sync();
   // Each bucket is split into world_size slices: a cap below one float per rank makes buckets
   // whose slices are mostly padding (and a reduce-scatter per parameter).
@@ -425,40 +405,26 @@ absl::Status ValidateReduceScatterCombination(const JobSpec& spec, const std::st
       return Invalid(absl::StrFormat(
           "%s: strategy %s splits every bucket into world_size slices, and %g MB holds %.1f "
           "floats, fewer than the %u ranks; set it to at least %g",
-          field, strategy, mb, floats, spec.world_size(),
+          field, name, mb, floats, spec.world_size(),
           static_cast<double>(spec.world_size()) * sizeof(float) / (1 << 20)));
     }
   }
   if (sync.rebuild_buckets()) {
     return Invalid(absl::StrCat(
-        "sync.rebuild_buckets: strategy ", strategy, " keeps its initial buckets for the whole "
+        "sync.rebuild_buckets: strategy ", name, " keeps its initial buckets for the whole "
         "run (they decide which rank owns which gradients); drop rebuild_buckets"));
   }
   if (sync.has_overlap() && !sync.overlap()) {
     return Invalid(absl::StrCat(
-        "sync.overlap: strategy ", strategy, " reduce-scatters each bucket during backward to "
+        "sync.overlap: strategy ", name, " reduce-scatters each bucket during backward to "
         "keep only two buckets of gradients; drop overlap: false or use strategy zero1"));
   }
   const v1::FaultSpec& faults = spec.model().faults();
   if (faults.bypass_sync() || faults.bypass_sync_all_ranks()) {
     return Invalid(absl::StrCat(
-        "model.faults.bypass_sync: strategy ", strategy, " has no full local gradients to step "
+        "model.faults.bypass_sync: strategy ", name, " has no full local gradients to step "
         "with; use strategy ddp or zero1 for the bypass_sync faults"));
   }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-absl::Status ValidateZero2Combination(const JobSpec& spec) {
-  if (spec.strategy() != "zero2") return absl::OkStatus();
-  return ValidateReduceScatterCombination(spec, "zero2", "gradients and optimizer state");
-}
-
-absl::Status ValidateFsdpCombination(const JobSpec& spec) {
-  if (spec.strategy() != "fsdp") return absl::OkStatus();
-  RETURN_IF_ERROR(ValidateReduceScatterCombination(
-      spec, "fsdp", "parameters, gradients and optimizer state"));
   return absl::OkStatus();
 }
 

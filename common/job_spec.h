@@ -45,17 +45,12 @@ void ApplyJobSpecDefaults(ringleader::v1::JobSpec* spec);
 // "optimizer.learning_rate") and the fix; OK otherwise. Does not touch the file system.
 absl::Status ValidateJobSpec(const ringleader::v1::JobSpec& spec, const JobSpecLimits& limits = {});
 
-// What strategy zero2 (ZeRO-2: gradients and optimizer state sharded, worker/sync/zero2_reducer.h)
-// runs with today; OK for any other strategy. INVALID_ARGUMENT naming the field and the fix for:
-// a command job, sync.rebuild_buckets, sync.overlap false,
-// and the bypass_sync faults. Part of ValidateJobSpec; the rank checks it again before training.
-absl::Status ValidateZero2Combination(const ringleader::v1::JobSpec& spec);
-
-// What strategy fsdp (ZeRO-3: parameters sharded too, worker/sync/fsdp_parameters.h) runs with
-// today; OK for any other strategy. Everything ValidateZero2Combination refuses (the messages
-// name fsdp): INVALID_ARGUMENT naming the field and the fix. (Model buffers stay whole on every
-// rank; frozen parameters are sharded like the others and reduce as zeros.) Part of ValidateJobSpec; the rank checks it again before training.
-absl::Status ValidateFsdpCombination(const ringleader::v1::JobSpec& spec);
+// What the spec's strategy runs with today (common/spec_kinds.h TraitsOf); OK for ddp.
+// INVALID_ARGUMENT naming the field and the fix, the strategy named in the message: a command
+// job under any sharding strategy; under zero2 and fsdp (fixed reduce-scattered buckets) also
+// sync.rebuild_buckets, sync.overlap false, a bucket cap below one float per rank and the
+// bypass_sync faults. Part of ValidateJobSpec; the rank checks it again before training.
+absl::Status ValidateStrategyCombination(const ringleader::v1::JobSpec& spec);
 
 // Parameter names of the model `model` describes, in registration order: for an MLP with
 // layers [784, 256, 10]: fc1.weight, fc1.bias, fc2.weight, fc2.bias. Empty for an unknown kind

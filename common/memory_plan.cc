@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/job_spec.h"
+#include "common/spec_kinds.h"
+#include "common/status_macros.h"
 #include "worker/sync/fsdp_plan.h"
 #include "worker/sync/zero2_plan.h"
 
@@ -38,26 +40,26 @@ std::vector<size_t> TrainableCounts(const v1::ModelSpec& model) {
   return counts;
 }
 
-// Whether zero2 (fsdp) runs for `spec`'s settings, and why not in a few words.
-std::string Unavailable(const v1::JobSpec& spec, const std::string& strategy) {
+// Whether `strategy` runs for `spec`'s settings, and why not in a few words. (ddp and zero1 run
+// whatever the built-in trainer runs, on gloo and nccl alike.)
+std::string Unavailable(const v1::JobSpec& spec, Strategy strategy) {
+  if (!TraitsOf(strategy).shards_gradients) return "";
   v1::JobSpec sharded = spec;
-  sharded.set_strategy(strategy);
-  const absl::Status status = strategy == "fsdp" ? ValidateFsdpCombination(sharded)
-                                                 : ValidateZero2Combination(sharded);
+  sharded.set_strategy(Name(strategy));
+  const absl::Status status = ValidateStrategyCombination(sharded);
   if (status.ok()) return "";
   const std::string message(status.message());
   return absl::StrCat("not with ", message.substr(0, message.find(':')));
 }
 
-bool IsPlanned(const std::string& strategy) {
-  const std::vector<std::string>& all = PlannedStrategies();
-  return std::find(all.begin(), all.end(), strategy) != all.end();
-}
-
 }  // namespace
 
 const std::vector<std::string>& PlannedStrategies() {
-  static const auto* strategies = new std::vector<std::string>{"ddp", "zero1", "zero2", "fsdp"};
+  static const auto* strategies = [] {
+    auto* names = new std::vector<std::string>;
+    for (Strategy strategy : AllStrategies()) names->push_back(Name(strategy));
+    return names;
+  }();
   return *strategies;
 }
 
@@ -80,12 +82,10 @@ ModelElementCounts CountModelElements(const v1::ModelSpec& model) {
 }
 
 absl::StatusOr<v1::RankMemory> PredictRankMemory(const v1::JobSpec& spec,
-                                                 const std::string& strategy,
+                                                 const std::string& strategy_name,
                                                  uint32_t world_size, uint32_t rank) {
-  if (!IsPlanned(strategy)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "strategy: unknown strategy '", strategy, "' (expected ddp, zero1, zero2 or fsdp)"));
-  }
+  ASSIGN_OR_RETURN(const Strategy strategy, ParseStrategy(strategy_name));
+  const StrategyTraits& traits = TraitsOf(strategy);
   if (world_size == 0) {
     return absl::InvalidArgumentError("world_size: must be at least 1, got 0");
   }
@@ -109,7 +109,7 @@ absl::StatusOr<v1::RankMemory> PredictRankMemory(const v1::JobSpec& spec,
   const uint64_t c = CeilDiv(t, n);
   const uint64_t shard = ShardOf(t, world_size, rank);
   const bool momentum = spec.optimizer().momentum() > 0;
-  const bool bf16 = spec.sync().comm_dtype() == "bf16";
+  const bool bf16 = CommDtypeOf(spec) == Precision::kBf16;
   // zero2 / fsdp: a second gradient shard receives each later micro-batch (zero2_reducer.h).
   const bool accumulating = spec.sync().gradient_accumulation_steps() > 1;
 
@@ -117,17 +117,17 @@ absl::StatusOr<v1::RankMemory> PredictRankMemory(const v1::JobSpec& spec,
   uint64_t gradients = 0;
   uint64_t optimizer = 0;
   uint64_t comm = 0;
-  if (strategy == "ddp" || strategy == "zero1") {
+  if (!traits.shards_gradients) {  // ddp, zero1: the reducer's full gradient arena
     gradients = kFloatBytes * (t + 1);  // the reducer's arena: gradients + readiness float
     if (bf16) comm += kBf16Bytes * (t + 1);
-    if (strategy == "ddp") {
+    if (!traits.shards_optimizer_state) {  // ddp
       optimizer = momentum ? kFloatBytes * t : 0;
-    } else {
+    } else {  // zero1
       optimizer = momentum ? kFloatBytes * shard : 0;
       // The gather's send buffer G + receive buffer N x G, G = one chunk.
       comm += kFloatBytes * std::min<uint64_t>(c, kZero1GatherChunkElements) * (n + 1);
     }
-  } else if (strategy == "zero2") {
+  } else if (!traits.shards_parameters) {  // zero2
     // The zero2 reducer's gradient shard and bucket pool, zero1's sharded optimizer and
     // parameter gather on the bucket-aligned shards (worker/sync/zero2_plan.h).
     absl::StatusOr<Zero2Plan> z = PlanZero2(
@@ -184,31 +184,24 @@ absl::StatusOr<v1::MemoryPlan> PlanMemory(const v1::JobSpec& spec, uint32_t worl
   plan.set_trainable_parameters(counts.trainable);
   plan.set_spec_strategy(spec.strategy());
   uint64_t ddp_total = 0;
-  for (const std::string& strategy : PlannedStrategies()) {
+  for (const Strategy strategy : AllStrategies()) {
     v1::StrategyMemory* row = plan.add_strategies();
-    row->set_strategy(strategy);
+    row->set_strategy(Name(strategy));
     // The rank that holds the most (shards differ by at most one element).
     for (uint32_t rank = 0; rank < world_size || rank == 0; ++rank) {
-      absl::StatusOr<v1::RankMemory> memory = PredictRankMemory(spec, strategy, world_size, rank);
+      absl::StatusOr<v1::RankMemory> memory =
+          PredictRankMemory(spec, Name(strategy), world_size, rank);
       if (!memory.ok()) return memory.status();
       if (rank == 0 || memory->total_bytes() > row->memory().total_bytes()) {
         *row->mutable_memory() = *memory;
       }
     }
-    if (strategy == "ddp") ddp_total = row->memory().total_bytes();
+    if (strategy == Strategy::kDdp) ddp_total = row->memory().total_bytes();
     row->set_vs_ddp(ddp_total == 0 ? 0
                                    : static_cast<double>(row->memory().total_bytes()) / ddp_total);
-    if (strategy == "ddp" || strategy == "zero1") {
-      row->set_available(true);  // on gloo and nccl alike
-    } else if (strategy == "zero2") {
-      const std::string why_not = Unavailable(spec, strategy);
-      row->set_available(why_not.empty());
-      row->set_note(why_not);
-    } else {  // fsdp
-      const std::string why_not = Unavailable(spec, strategy);
-      row->set_available(why_not.empty());
-      row->set_note(why_not);
-    }
+    const std::string why_not = Unavailable(spec, strategy);
+    row->set_available(why_not.empty());
+    row->set_note(why_not);
   }
   return plan;
 }

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/spec_kinds.h"
 #include "common/status_macros.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/checkpoint/checkpoint_series.h"
@@ -20,7 +21,8 @@ CheckpointWriter::CheckpointWriter(CheckpointWriterContext context)
     : c_(std::move(context)), rank_(c_.assignment->rank()), world_(c_.assignment->world_size()) {}
 
 absl::StatusOr<std::string> CheckpointWriter::WritePeriodic(uint64_t step, uint64_t epoch) {
-  if (c_.shards != nullptr && c_.spec->checkpoint_format() == "sharded") {
+  if (CheckpointFormatOf(*c_.spec) == CheckpointFormat::kSharded &&
+      !c_.strategy->holds_whole_state()) {
     return WriteSharded(step, epoch);
   }
   return WriteConsolidated(step, epoch);
@@ -28,13 +30,12 @@ absl::StatusOr<std::string> CheckpointWriter::WritePeriodic(uint64_t step, uint6
 
 absl::StatusOr<std::string> CheckpointWriter::WriteConsolidated(uint64_t step, uint64_t epoch) {
   std::optional<std::vector<std::vector<float>>> momentum;
-  if (c_.shards != nullptr) {
-    // zero1, zero2, fsdp: every rank hands its momentum shard to the file rank 0 writes.
+  const bool gathered = !c_.strategy->holds_whole_state();
+  if (gathered) {
+    // Every rank hands its part of the state to the file rank 0 writes.
     c_.enter(v1::RANK_PHASE_CHECKPOINTING,
              absl::StrCat("gathering the optimizer state after step ", step));
-    ASSIGN_OR_RETURN(momentum, c_.steps->GatherMomentum());
-    // fsdp: every rank gathers the parameters whole, released after the write.
-    if (c_.fsdp != nullptr) RETURN_IF_ERROR(c_.runner->GatherFullParameters());
+    ASSIGN_OR_RETURN(momentum, c_.strategy->GatherCheckpointState());
   }
   std::string written;
   if (rank_ == 0) {
@@ -48,57 +49,13 @@ absl::StatusOr<std::string> CheckpointWriter::WriteConsolidated(uint64_t step, u
         : !dir.ok() ? dir.status()
                     : WritePeriodicCheckpoint(**dir, *state, c_.spec->keep_last_checkpoints());
     if (!path.ok()) {
-      if (c_.fsdp != nullptr) c_.runner->ReleaseFullParameters();
+      if (gathered) c_.strategy->ReleaseCheckpointState();
       return path.status();
     }
     written = *path;
   }
-  if (c_.fsdp != nullptr) c_.runner->ReleaseFullParameters();
+  if (gathered) c_.strategy->ReleaseCheckpointState();
   return written;
-}
-
-absl::StatusOr<CheckpointData> CheckpointWriter::CaptureShard(uint64_t step, uint64_t epoch) {
-  CheckpointData shard;
-  if (rank_ == 0 && c_.fsdp == nullptr) {
-    // The whole parameters and buffers (every rank holds them under zero1 / zero2).
-    ASSIGN_OR_RETURN(shard, c_.runner->CaptureStateWithMomentum(
-                                step, epoch, c_.fingerprint,
-                                std::vector<std::vector<float>>(c_.runner->parameters().size())));
-  }
-  shard.step = step;
-  shard.epoch = epoch;
-  shard.spec_fingerprint = c_.fingerprint;
-  if (rank_ == 0 && c_.fsdp != nullptr) {
-    // No rank holds a parameter whole: the model's order and shapes, for ConsolidateShards.
-    std::vector<std::string> names;
-    std::vector<std::vector<uint64_t>> shapes;
-    for (const ParameterInfo& p : c_.runner->parameters()) {
-      names.push_back(p.name);
-      shapes.emplace_back(p.shape.begin(), p.shape.end());
-    }
-    RecordModelLayout(&shard, names, shapes);
-    // The model buffers are kept whole on every rank (broadcast from rank 0): rank 0's go in.
-    for (CheckpointTensor& t : CaptureBuffers(c_.runner->buffers())) {
-      shard.tensors.push_back(std::move(t));
-    }
-  }
-  ASSIGN_OR_RETURN(std::vector<std::vector<float>> momentum, c_.runner->MomentumBuffers());
-  const std::vector<ParameterInfo>& params = c_.runner->parameters();
-  const std::vector<ElementRange>& owned = c_.shards->owned[rank_];
-  for (size_t i = 0; i < params.size() && i < owned.size(); ++i) {
-    if (owned[i].empty()) continue;
-    if (!momentum[i].empty()) {
-      AddSlice(&shard, MomentumBufferName(params[i].name), owned[i].begin, std::move(momentum[i]));
-    }
-    if (c_.fsdp != nullptr) {
-      // The shard lives in the runner's memory (device memory on the GPU trainer).
-      std::vector<float> values(owned[i].size());
-      RETURN_IF_ERROR(c_.runner->memory()->CopyToHost(
-          values.data(), c_.fsdp->owned_parameter(i), values.size() * sizeof(float)));
-      AddSlice(&shard, params[i].name, owned[i].begin, std::move(values));
-    }
-  }
-  return shard;
 }
 
 absl::StatusOr<std::string> CheckpointWriter::WriteSharded(uint64_t step, uint64_t epoch) {
@@ -106,7 +63,8 @@ absl::StatusOr<std::string> CheckpointWriter::WriteSharded(uint64_t step, uint64
   const std::string name = ShardFileName(manifest, rank_, world_);
   c_.enter(v1::RANK_PHASE_CHECKPOINTING, absl::StrCat("writing ", name));
   absl::Status written = [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(const CheckpointData shard, CaptureShard(step, epoch));
+    ASSIGN_OR_RETURN(const CheckpointData shard,
+                     c_.strategy->CaptureShard(step, epoch, c_.fingerprint));
     ASSIGN_OR_RETURN(const DirectoryHandle* dir, Directory());
     return WriteCheckpoint(*dir, name, shard);
   }();
@@ -133,16 +91,18 @@ absl::StatusOr<std::string> CheckpointWriter::WriteSharded(uint64_t step, uint64
   ASSIGN_OR_RETURN(const DirectoryHandle* dir, Directory());
   ASSIGN_OR_RETURN(
       const CheckpointData index,
-      BuildManifest(*dir, manifest, step, epoch, c_.fingerprint, world_, c_.spec->strategy()));
+      BuildManifest(*dir, manifest, step, epoch, c_.fingerprint, world_,
+                    Name(StrategyOf(*c_.spec))));
   return WritePeriodicCheckpoint(*dir, index, c_.spec->keep_last_checkpoints());
 }
 
 absl::Status CheckpointWriter::PrepareFinal() {
-  if (c_.shards == nullptr || c_.spec->checkpoint_dir().empty()) return absl::OkStatus();
+  if (c_.strategy->holds_whole_state() || c_.spec->checkpoint_dir().empty()) {
+    return absl::OkStatus();
+  }
   c_.enter(v1::RANK_PHASE_CHECKPOINTING, "gathering the optimizer state");
-  ASSIGN_OR_RETURN(final_momentum_, c_.steps->GatherMomentum());
-  // fsdp: the parameters too, whole, kept for final.ckpt (the run is over).
-  if (c_.fsdp != nullptr) RETURN_IF_ERROR(c_.runner->GatherFullParameters());
+  // Kept for final.ckpt (the run is over).
+  ASSIGN_OR_RETURN(final_momentum_, c_.strategy->GatherCheckpointState());
   return absl::OkStatus();
 }
 
@@ -158,7 +118,9 @@ absl::StatusOr<std::string> CheckpointWriter::WriteFinal(uint64_t steps, uint64_
 
 absl::StatusOr<CheckpointData> CheckpointWriter::Capture(
     uint64_t step, uint64_t epoch, std::optional<std::vector<std::vector<float>>> momentum) {
-  if (c_.shards == nullptr) return c_.runner->CaptureState(step, epoch, c_.fingerprint);
+  if (c_.strategy->holds_whole_state()) {
+    return c_.runner->CaptureState(step, epoch, c_.fingerprint);
+  }
   if (!momentum.has_value()) {
     return absl::InternalError("sharded optimizer state without the gathered momentum");
   }

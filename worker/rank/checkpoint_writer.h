@@ -1,17 +1,15 @@
 // A rank's part in writing its job's checkpoints (<checkpoint_dir>/<job>/, checkpoint_series.h):
 //
-//   periodic, checkpoint_format consolidated (the default): under zero1 / zero2 / fsdp every
-//     rank all-gathers its momentum shard (StepRunner::GatherMomentum; fsdp also gathers the
-//     parameters whole, released after the write), then rank 0 writes step-N.ckpt in ddp's
-//     format and rotates the older ones;
+//   periodic, checkpoint_format consolidated (the default): a strategy that does not hold the
+//     whole state on every rank gathers it (SyncStrategy::GatherCheckpointState: the momentum
+//     shards; fsdp also the parameters, released after the write), then rank 0 writes
+//     step-N.ckpt in ddp's format and rotates the older ones;
 //   periodic, checkpoint_format sharded (zero1 / zero2 / fsdp): no gather. Every rank writes
-//     step-N.shard-<r>-of-<W> (sharded_checkpoint.h: its momentum slices, fsdp its parameter
-//     slices; rank 0 also the whole parameters and buffers under zero1 / zero2); one 1-float
+//     step-N.shard-<r>-of-<W> (SyncStrategy::CaptureShard, sharded_checkpoint.h); one 1-float
 //     all-reduce then tells every rank whether every shard was written, so rank 0 writes the
 //     manifest step-N.ckpt (sizes and checksums read back from the files) only once all are
 //     (the commit point), and rotates;
-//   final: under zero1 / zero2 / fsdp PrepareFinal gathers as the consolidated periodic write
-//     does (while the collective is open); rank 0 writes final.ckpt (always consolidated: what
+//   final: PrepareFinal gathers as the consolidated periodic write does (while the collective is open); rank 0 writes final.ckpt (always consolidated: what
 //     `ringleader export` and model.init_from read).
 //
 // Each rank opens the job's directory once, at its first write (resume.h: OpenJobCheckpointDir,
@@ -33,9 +31,7 @@
 #include "worker/checkpoint/file_io.h"
 #include "worker/collective/collective.h"
 #include "worker/rank/model_runner.h"
-#include "worker/rank/step_runner.h"
-#include "worker/sync/fsdp_parameters.h"
-#include "worker/sync/shard_plan.h"
+#include "worker/strategy/sync_strategy.h"
 
 namespace ringleader {
 
@@ -44,10 +40,8 @@ struct CheckpointWriterContext {
   const v1::JobSpec* spec = nullptr;  // defaults applied
   std::string fingerprint;            // the spec's
   ModelRunner* runner = nullptr;
-  StepRunner* steps = nullptr;
+  SyncStrategy* strategy = nullptr;  // connected to `runner` and `comm`
   Collective* comm = nullptr;
-  const ShardPlan* shards = nullptr;  // zero1 / zero2 / fsdp; null under ddp
-  FsdpParameters* fsdp = nullptr;     // fsdp only
   absl::Duration timeout = absl::Seconds(60);
   // Tells where the rank is (RANK_PHASE_CHECKPOINTING, detail).
   std::function<void(v1::RankPhase, std::string)> enter;
@@ -66,21 +60,19 @@ class CheckpointWriter {
   absl::StatusOr<std::string> WritePeriodic(uint64_t step, uint64_t epoch);
 
   // Every rank, after the last step while the collective is still open, when the job has a
-  // checkpoint_dir: under zero1 / zero2 / fsdp gathers the momentum (and fsdp's parameters,
-  // kept: the run is over) for final.ckpt; nothing otherwise. Errors: the gathers'.
+  // checkpoint_dir: gathers what rank 0 needs for final.ckpt (GatherCheckpointState, kept: the
+  // run is over); nothing where every rank holds the whole state. Errors: the gathers'.
   absl::Status PrepareFinal();
 
   // Rank 0 with a checkpoint_dir: writes final.ckpt (`steps` run, `epoch` the next one) and
   // returns its path; "" elsewhere. Errors: OpenJobCheckpointDir's, WriteCheckpoint's; INTERNAL
-  // under zero1 / zero2 / fsdp without PrepareFinal.
+  // for a strategy that needs PrepareFinal without it.
   absl::StatusOr<std::string> WriteFinal(uint64_t steps, uint64_t epoch);
 
  private:
   absl::StatusOr<std::string> WriteConsolidated(uint64_t step, uint64_t epoch);
   absl::StatusOr<std::string> WriteSharded(uint64_t step, uint64_t epoch);
-  // This rank's shard of the checkpoint after `step`.
-  absl::StatusOr<CheckpointData> CaptureShard(uint64_t step, uint64_t epoch);
-  // The consolidated state; under zero1 / zero2 / fsdp with `momentum` gathered from every rank.
+  // The consolidated state; with `momentum` gathered from every rank where the strategy needs it.
   absl::StatusOr<CheckpointData> Capture(uint64_t step, uint64_t epoch,
                                          std::optional<std::vector<std::vector<float>>> momentum);
   absl::StatusOr<const DirectoryHandle*> Directory();

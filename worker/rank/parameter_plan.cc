@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/spec_kinds.h"
 
 namespace ringleader {
 
@@ -40,7 +41,7 @@ absl::StatusOr<ParameterPlan> PlanParameters(const v1::JobSpec& spec, uint32_t r
   plan.has_grad.assign(infos.size(), true);
   plan.always_ready.assign(infos.size(), false);
   // fsdp shards every parameter with its gradient's bucket: a frozen one stays in the reducer.
-  const bool fsdp = spec.strategy() == "fsdp";
+  const bool fsdp = TraitsOf(StrategyOf(spec)).shards_parameters;
   for (size_t i = 0; i < infos.size(); ++i) {
     const bool is_frozen = frozen.count(infos[i].name) > 0;
     plan.has_grad[i] = !is_frozen;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/job_spec.h"
+#include "common/spec_kinds.h"
 #include "common/status_macros.h"
 #include "worker/coordinator_client/coordinator_key_value_store.h"
 #include "worker/data/dataset.h"
@@ -28,13 +29,8 @@
 #include "worker/rank/resume.h"
 #include "worker/rank/starting_state.h"
 #include "worker/rank/step_runner.h"
+#include "worker/strategy/sync_strategy.h"
 #include "worker/sync/buffer_sync.h"
-#include "worker/sync/fsdp_parameters.h"
-#include "worker/sync/fsdp_plan.h"
-#include "worker/sync/reducer.h"
-#include "worker/sync/shard_plan.h"
-#include "worker/sync/zero2_plan.h"
-#include "worker/sync/zero2_reducer.h"
 #include "worker/trainer/mlp.h"
 #include "worker/trainer/sgd.h"
 
@@ -44,13 +40,6 @@ namespace {
 absl::Status Annotate(const absl::Status& status, const std::string& where) {
   if (status.ok()) return status;
   return WithPrefix(status, absl::StrCat(where, ": "));
-}
-
-absl::StatusOr<DataType> CommDtype(const std::string& name) {
-  if (name.empty() || name == "fp32") return DataType::kFloat32;
-  if (name == "bf16") return DataType::kBFloat16;
-  return absl::InvalidArgumentError(
-      absl::StrCat("sync.comm_dtype: unknown dtype '", name, "' (expected fp32 or bf16)"));
 }
 
 absl::Status DefaultCrash(uint64_t step) {
@@ -80,7 +69,7 @@ class RankTrainer {
     RETURN_IF_ERROR(Annotate(Setup(), absl::StrCat("rank ", rank_, ": setting up")));
     absl::Status trained = Train();
     if (trained.ok()) {
-      // zero1, zero2, fsdp: final.ckpt's state, gathered while the collective is still open.
+      // final.ckpt's state, gathered while the collective is still open (sharded strategies).
       trained = Annotate(writer_->PrepareFinal(), absl::StrCat("rank ", rank_, ": checkpoint"));
     }
     if (trained.ok()) {
@@ -224,35 +213,17 @@ class RankTrainer {
     RETURN_IF_ERROR(Annotate(model->CheckCompatible(data_.train), "training data"));
     RETURN_IF_ERROR(Annotate(model->CheckCompatible(data_.test), "test data"));
     ASSIGN_OR_RETURN(plan_, PlanParameters(spec_, rank_, model->parameters()));
-    if (spec_.strategy() == "zero1" || spec_.strategy() == "zero2" ||
-        spec_.strategy() == "fsdp") {
-      // The reducer's parameters' elements, split across the ranks (frozen ones take no part,
-      // but under fsdp, which shards every parameter).
-      std::vector<size_t> counts;
-      for (size_t i = 0; i < model->parameters().size(); ++i) {
-        counts.push_back(plan_.reducer_index[i] >= 0 ? model->parameters()[i].count : 0);
-      }
-      if (spec_.strategy() == "zero1") {
-        shards_ = PlanShards(counts, world_);
-      } else if (spec_.strategy() == "fsdp") {
-        // fsdp: zero2's ownership, and the parameters sharded alike (fsdp_plan.h).
-        RETURN_IF_ERROR(ValidateFsdpCombination(spec_));
-        ASSIGN_OR_RETURN(fsdp_plan_,
-                         PlanFsdp(counts, MlpLayerParameters(layers.size() - 1), world_,
-                                  Zero2LayoutOptions(spec_.sync().first_bucket_mb(),
-                                                     spec_.sync().bucket_cap_mb())));
-        zero2_plan_ = fsdp_plan_->zero2;
-        shards_ = zero2_plan_->shards;
-      } else {
-        // zero2: ownership follows the reduce-scatter of each bucket (zero2_plan.h).
-        RETURN_IF_ERROR(ValidateZero2Combination(spec_));
-        ASSIGN_OR_RETURN(zero2_plan_,
-                         PlanZero2(counts, world_,
-                                   Zero2LayoutOptions(spec_.sync().first_bucket_mb(),
-                                                      spec_.sync().bucket_cap_mb())));
-        shards_ = zero2_plan_->shards;
-      }
-    }
+    collective_timeout_ = absl::Milliseconds(spec_.collective_timeout_ms());
+    // The strategy plans which rank owns what (worker/strategy/sync_strategy.h).
+    StrategyContext strategy_context;
+    strategy_context.spec = &spec_;
+    strategy_context.rank = rank_;
+    strategy_context.world_size = world_;
+    strategy_context.plan = &plan_;
+    strategy_context.model_layers = layers.size() - 1;
+    strategy_context.clock = clock_;
+    strategy_context.timeout = collective_timeout_;
+    ASSIGN_OR_RETURN(strategy_, CreateSyncStrategy(strategy_context));
     // NCCL cannot carry bool buffers: refused before any GPU or collective work.
     if (spec_.sync().broadcast_buffers()) {
       RETURN_IF_ERROR(CheckBuffersForBackend(spec_.backend(), model->buffers(),
@@ -268,7 +239,6 @@ class RankTrainer {
     RETURN_IF_ERROR(ValidateSgdOptions(sgd));
     // A restarted attempt resumes from the checkpoint rank 0 chose: parameters and buffers go
     // into the host model before the runner copies it, the optimizer's state after.
-    collective_timeout_ = absl::Milliseconds(spec_.collective_timeout_ms());
     CoordinatorKeyValueStoreOptions store_options;
     store_options.clock = clock_;
     CoordinatorKeyValueStore store(client_, assignment_.job_id(), assignment_.generation(),
@@ -280,20 +250,17 @@ class RankTrainer {
     ASSIGN_OR_RETURN(std::optional<StartingOptimizerState> optimizer_state,
                      LoadStartingState(spec_, rank_, fingerprint_, resume_, sgd, model.get()));
     if (resume_.checkpoint.has_value()) resume_step_ = resume_.checkpoint->step;
-    if (spec_.backend() == "nccl") {
+    if (BackendOf(spec_) == Backend::kNccl) {
       GpuRunnerOptions gpu;
       gpu.gpu = options_.gpu;
-      gpu.bf16_mixed_precision = spec_.mixed_precision() == "bf16";
+      gpu.bf16_mixed_precision = MixedPrecisionOf(spec_) == Precision::kBf16;
       ASSIGN_OR_RETURN(runner_, CreateGpuModelRunner(std::move(model), sgd, gpu));
     } else {
       runner_ = CreateCpuModelRunner(std::move(model), sgd);
     }
-    if (shards_.has_value()) {
-      // Before the resumed state goes in: a whole checkpoint's momentum is then cut to this
-      // rank's shard.
-      RETURN_IF_ERROR(Annotate(runner_->ShardOptimizerState(shards_->owned[rank_]),
-                               absl::StrCat("strategy ", spec_.strategy())));
-    }
+    // Before the resumed state goes in: a whole checkpoint's momentum is then cut to this
+    // rank's shard.
+    RETURN_IF_ERROR(strategy_->PrepareRunner(runner_.get()));
     if (optimizer_state.has_value()) {
       RETURN_IF_ERROR(Annotate(runner_->RestoreOptimizerState(optimizer_state->momentum,
                                                               optimizer_state->step_count),
@@ -318,53 +285,12 @@ class RankTrainer {
     ASSIGN_OR_RETURN(comm_,
                      options_.make_collective(effective, runner_->placement(), progress));
 
-    ReducerOptions reducer_options;
-    reducer_options.bucket_cap_mb = spec_.sync().bucket_cap_mb();
-    reducer_options.first_bucket_mb = spec_.sync().first_bucket_mb();
-    reducer_options.find_unused_parameters = spec_.sync().find_unused_parameters();
-    reducer_options.gradient_accumulation_steps =
-        static_cast<int>(spec_.sync().gradient_accumulation_steps());
-    ASSIGN_OR_RETURN(reducer_options.comm_dtype, CommDtype(spec_.sync().comm_dtype()));
-    reducer_options.overlap = spec_.sync().overlap();
-    reducer_options.rebuild_buckets = spec_.sync().rebuild_buckets();
-    reducer_options.timeout = collective_timeout_;
-    reducer_options.clock = clock_;
-    reducer_options.memory = runner_->memory();
-    size_t buckets = 0;
-    if (zero2_plan_.has_value()) {
-      Zero2ReducerOptions zero2_options;
-      zero2_options.timeout = collective_timeout_;
-      zero2_options.clock = clock_;
-      zero2_options.memory = runner_->memory();
-      zero2_options.accumulation_steps =
-          static_cast<int>(spec_.sync().gradient_accumulation_steps());
-      zero2_options.find_unused_parameters = spec_.sync().find_unused_parameters();
-      zero2_options.bf16_wire = spec_.sync().comm_dtype() == "bf16";
-      ASSIGN_OR_RETURN(zero2_, Zero2Reducer::Create(comm_.get(), plan_.trainable, *zero2_plan_,
-                                                    zero2_options));
-      buckets = zero2_plan_->layout.buckets.size();
-      if (fsdp_plan_.has_value()) {
-        FsdpParametersOptions fsdp_options;
-        fsdp_options.timeout = collective_timeout_;
-        fsdp_options.ledger = zero2_->ledger();
-        fsdp_options.memory = runner_->memory();
-        ASSIGN_OR_RETURN(fsdp_, FsdpParameters::Create(comm_.get(), runner_->parameters(),
-                                                       *fsdp_plan_, fsdp_options));
-        RETURN_IF_ERROR(Annotate(runner_->ShardParameters(fsdp_.get()), "strategy fsdp"));
-      }
-    } else {
-      ASSIGN_OR_RETURN(reducer_,
-                       Reducer::Create(comm_.get(), plan_.trainable, reducer_options));
-      buckets = reducer_->layout().buckets.size();
-    }
+    RETURN_IF_ERROR(strategy_->Connect(runner_.get(), comm_.get()));
     steps_ = std::make_unique<StepRunner>(spec_, rank_, plan_, runner_.get(), comm_.get(),
-                                          reducer_.get(), clock_,
-                                          shards_.has_value() ? &*shards_ : nullptr,
-                                          zero2_.get(), fsdp_.get(), options_.sleep);
-    steps_->BindGradients();
+                                          strategy_.get(), clock_, options_.sleep);
     writer_ = std::make_unique<CheckpointWriter>(CheckpointWriterContext{
-        &assignment_, &spec_, fingerprint_, runner_.get(), steps_.get(), comm_.get(),
-        shards_.has_value() ? &*shards_ : nullptr, fsdp_.get(), collective_timeout_,
+        &assignment_, &spec_, fingerprint_, runner_.get(), strategy_.get(), comm_.get(),
+        collective_timeout_,
         [this](v1::RankPhase phase, std::string detail) { Enter(phase, std::move(detail)); }});
 
     Log(absl::StrFormat(
@@ -372,7 +298,7 @@ class RankTrainer {
         "in %d buckets, strategy %s, backend %s on %s%s",
         rank_, world_, assignment_.job_id(), assignment_.generation(), spec_.data().dataset(),
         data_.train.size, data_.test.size, runner_->parameter_count(),
-        buckets, StrategyDescription(), comm_->backend_name(),
+        strategy_->bucket_count(), strategy_->Description(), comm_->backend_name(),
         runner_->device_name(),
         resume_.path.empty() ? ""
                              : absl::StrCat(", resuming after step ", resume_step_, " from ",
@@ -513,35 +439,12 @@ class RankTrainer {
   // The buffers this rank holds, by kind (common/memory_plan.h predicts the same figures).
   v1::RankMemory MeasureMemory() const {
     v1::RankMemory memory;
-    // fsdp: the parameter shard and the most layer staging held at once (fsdp_parameters.h).
-    memory.set_parameter_bytes(fsdp_ != nullptr ? fsdp_->parameter_bytes()
-                                                : runner_->parameter_count() * sizeof(float));
-    // zero2: the gradient shard and the bucket pool (zero2_reducer.h), no full-size arena.
-    memory.set_gradient_bytes(zero2_ != nullptr ? zero2_->gradient_bytes()
-                                                : reducer_->arena_bytes());
+    strategy_->MeasureMemory(&memory);
     memory.set_optimizer_bytes(runner_->momentum_elements() * sizeof(float));
-    memory.set_comm_buffer_bytes((reducer_ != nullptr ? reducer_->wire_buffer_bytes() : 0) +
-                                 (zero2_ != nullptr ? zero2_->wire_buffer_bytes() : 0) +
-                                 steps_->gather_staging_bytes());
     memory.set_total_bytes(memory.parameter_bytes() + memory.gradient_bytes() +
                            memory.optimizer_bytes() + memory.comm_buffer_bytes());
     memory.set_allocator_bytes(heap_growth_.peak_bytes());
     return memory;
-  }
-
-  // For the start line: "ddp", or "zero1 (optimizer state for 58786 of 235146 elements)".
-  std::string StrategyDescription() const {
-    if (!shards_.has_value()) return spec_.strategy();
-    if (fsdp_plan_.has_value()) {
-      return absl::StrCat(spec_.strategy(), " (parameters, gradients and optimizer state for ",
-                          shards_->owned_count(rank_), " of ", shards_->total, " elements)");
-    }
-    if (zero2_plan_.has_value()) {
-      return absl::StrCat(spec_.strategy(), " (gradients and optimizer state for ",
-                          shards_->owned_count(rank_), " of ", shards_->total, " elements)");
-    }
-    return absl::StrCat(spec_.strategy(), " (optimizer state for ", shards_->owned_count(rank_),
-                        " of ", shards_->total, " elements)");
   }
 
   const v1::Assignment& assignment_;
@@ -556,15 +459,11 @@ class RankTrainer {
   TrainTest data_;  // after Setup, data_.test holds only this rank's evaluation shard
   HeapGrowth heap_growth_;  // from the data set loaded through the first step
   ParameterPlan plan_;
-  std::optional<ShardPlan> shards_;  // strategy zero1, zero2: which elements each rank steps
-  std::optional<Zero2Plan> zero2_plan_;  // strategy zero2, fsdp: buckets and ownership
-  std::optional<FsdpPlan> fsdp_plan_;    // strategy fsdp: the layers' buckets
-  std::unique_ptr<ModelRunner> runner_;  // before comm_ and reducer_: destroyed after them
+  std::unique_ptr<ModelRunner> runner_;  // before comm_ and strategy_: destroyed after them
   std::unique_ptr<DistributedSampler> sampler_;
   std::unique_ptr<Collective> comm_;
-  std::unique_ptr<Reducer> reducer_;  // after comm_: destroyed first (null under zero2)
-  std::unique_ptr<Zero2Reducer> zero2_;  // strategy zero2 in place of reducer_; after comm_
-  std::unique_ptr<FsdpParameters> fsdp_;  // strategy fsdp: the parameter shard; after comm_
+  // After comm_: destroyed first (its reducer uses the collective and the runner's memory).
+  std::unique_ptr<SyncStrategy> strategy_;
   std::unique_ptr<StepRunner> steps_;  // uses all of the above
   std::unique_ptr<CheckpointWriter> writer_;  // uses all of the above
   RankActivityTracker activity_;        // before reporter_, whose sender thread reads it
