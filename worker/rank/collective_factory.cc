@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/spec_kinds.h"
 #include "common/status_macros.h"
 #include "worker/collective/shm/shm_collective.h"
 #include "worker/coordinator_client/coordinator_key_value_store.h"
@@ -23,7 +24,18 @@ CollectiveFactory MakeCollectiveFactory(CoordinatorClient* client, const GlooOpt
     const absl::Duration collective_timeout = absl::Milliseconds(a.spec().collective_timeout_ms());
     const int rank = static_cast<int>(a.rank());
     const int world_size = static_cast<int>(a.world_size());
-    if (a.spec().backend() == "gloo" && a.spec().sync().shared_memory()) {
+    ASSIGN_OR_RETURN(const Backend backend, ParseBackend(a.spec().backend()));
+    if (backend == Backend::kNccl) {
+      RankNcclOptions nccl;
+      nccl.init_timeout = gloo.rendezvous_timeout;
+      nccl.collective_timeout = collective_timeout;
+      if (progress) {
+        progress(RendezvousStage::kExchangingAddresses, "creating the NCCL communicator");
+      }
+      return CreateRankNcclCollective(store, prefix, rank, world_size, placement, nccl);
+    }
+    // gloo: over this host's shared memory when every rank can map it, else TCP.
+    if (a.spec().sync().shared_memory()) {
       ShmOptions shm;
       shm.rendezvous_timeout = gloo.rendezvous_timeout;
       shm.collective_timeout = collective_timeout;
@@ -37,23 +49,10 @@ CollectiveFactory MakeCollectiveFactory(CoordinatorClient* client, const GlooOpt
                    "(%s): using gloo over TCP\n",
                    rank, on_host.unavailable.c_str());
     }
-    if (a.spec().backend() == "gloo") {
-      GlooOptions options = gloo;
-      options.collective_timeout = collective_timeout;
-      options.on_progress = progress;
-      return CreateGlooCollective(store, prefix, rank, world_size, options);
-    }
-    if (a.spec().backend() == "nccl") {
-      RankNcclOptions nccl;
-      nccl.init_timeout = gloo.rendezvous_timeout;
-      nccl.collective_timeout = collective_timeout;
-      if (progress) {
-        progress(RendezvousStage::kExchangingAddresses, "creating the NCCL communicator");
-      }
-      return CreateRankNcclCollective(store, prefix, rank, world_size, placement, nccl);
-    }
-    return absl::InvalidArgumentError(absl::StrCat("backend: unknown backend '", a.spec().backend(),
-                                                   "' (expected gloo or nccl)"));
+    GlooOptions options = gloo;
+    options.collective_timeout = collective_timeout;
+    options.on_progress = progress;
+    return CreateGlooCollective(store, prefix, rank, world_size, options);
   };
 }
 

@@ -51,31 +51,31 @@ class CpuModelRunner : public ModelRunner {
 
   absl::StatusOr<double> ForwardBackward(const float* x, const int32_t* y, size_t batch,
                                          const BackwardOptions& opts) override {
-    if (fsdp_ == nullptr) return model_->ForwardBackward(x, y, batch, opts);
+    if (shard_ == nullptr) return model_->ForwardBackward(x, y, batch, opts);
     BackwardOptions gathered = opts;
     gathered.params_for = Provider();
     absl::StatusOr<double> loss = model_->ForwardBackward(x, y, batch, gathered);
-    fsdp_->Release();
+    shard_->Release();
     return loss;
   }
 
-  absl::Status ShardParameters(FsdpParameters* params) override {
+  absl::Status ShardParameters(ParameterShard* params) override {
     if (params == nullptr) return absl::InvalidArgumentError("ShardParameters: null parameters");
     std::vector<const float*> full;
     for (size_t i = 0; i < parameters().size(); ++i) full.push_back(model_->param(i));
     RETURN_IF_ERROR(params->LoadOwned(full));
     model_->ReleaseParameters();
-    fsdp_ = params;
+    shard_ = params;
     return absl::OkStatus();
   }
   absl::Status GatherFullParameters() override {
-    if (fsdp_ == nullptr) return ModelRunner::GatherFullParameters();
-    ASSIGN_OR_RETURN(std::vector<std::vector<float>> full, fsdp_->GatherAll());
+    if (shard_ == nullptr) return ModelRunner::GatherFullParameters();
+    ASSIGN_OR_RETURN(std::vector<std::vector<float>> full, shard_->GatherAll());
     model_->AdoptParameters(std::move(full));
     return absl::OkStatus();
   }
   void ReleaseFullParameters() override {
-    if (fsdp_ != nullptr) model_->ReleaseParameters();
+    if (shard_ != nullptr) model_->ReleaseParameters();
   }
 
   void NoteLocalGradient(size_t i) override {
@@ -117,9 +117,9 @@ class CpuModelRunner : public ModelRunner {
           "gradient per parameter; got ", owned_grads.size(), " for ", parameters().size()));
     }
     std::vector<float*> params;
-    if (fsdp_ != nullptr) {
+    if (shard_ != nullptr) {
       // fsdp: the owned parameter elements are all this rank holds.
-      for (size_t i = 0; i < parameters().size(); ++i) params.push_back(fsdp_->owned_parameter(i));
+      for (size_t i = 0; i < parameters().size(); ++i) params.push_back(shard_->owned_parameter(i));
       optimizer_->StepShard(params, owned_grads, has_grad);
       return absl::OkStatus();
     }
@@ -143,11 +143,11 @@ class CpuModelRunner : public ModelRunner {
   size_t momentum_elements() const override { return optimizer_->momentum_elements(); }
 
   absl::StatusOr<Mlp::EvalResult> Evaluate(const Dataset& test, size_t batch) override {
-    if (fsdp_ == nullptr) return model_->Evaluate(test, batch);
+    if (shard_ == nullptr) return model_->Evaluate(test, batch);
     // One chunk: one gather per layer, the same on every rank whatever its share's size.
     absl::StatusOr<Mlp::EvalResult> result =
         model_->Evaluate(test, std::max<size_t>(test.size, 1), Provider());
-    fsdp_->Release();
+    shard_->Release();
     return result;
   }
   absl::StatusOr<CheckpointData> CaptureState(uint64_t step, uint64_t epoch,
@@ -184,12 +184,12 @@ class CpuModelRunner : public ModelRunner {
   std::unique_ptr<Mlp> model_;
   const SgdOptions sgd_;
   ParameterProvider Provider() {
-    return [this](size_t k) { return fsdp_->Acquire(k); };
+    return [this](size_t k) { return shard_->Acquire(k); };
   }
 
   std::unique_ptr<SgdOptimizer> optimizer_;  // sharded after ShardOptimizerState
   double local_squared_ = 0;
-  FsdpParameters* fsdp_ = nullptr;  // strategy fsdp: where the parameters live (not owned)
+  ParameterShard* shard_ = nullptr;  // sharded parameters (fsdp): where they live; not owned
 };
 
 }  // namespace

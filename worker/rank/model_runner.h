@@ -36,9 +36,9 @@
 #include "absl/status/statusor.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/data/dataset.h"
-#include "worker/sync/fsdp_parameters.h"
 #include "worker/sync/tensor_memory.h"
 #include "worker/trainer/mlp.h"
+#include "worker/trainer/parameter_shard.h"
 #include "worker/trainer/parameter.h"
 
 namespace ringleader {
@@ -111,7 +111,7 @@ class ModelRunner {
   // parameter_ptrs() are null until GatherFullParameters. Call after ShardOptimizerState.
   // `params` must use this runner's memory(). Errors: UNIMPLEMENTED on a runner without fsdp;
   // LoadOwned's.
-  virtual absl::Status ShardParameters(FsdpParameters* params) {
+  virtual absl::Status ShardParameters(ParameterShard* params) {
     (void)params;
     return absl::UnimplementedError("this trainer does not run strategy fsdp");
   }

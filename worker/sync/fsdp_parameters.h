@@ -56,6 +56,7 @@
 #include "worker/sync/fsdp_plan.h"
 #include "worker/sync/tensor_memory.h"
 #include "worker/trainer/mlp.h"
+#include "worker/trainer/parameter_shard.h"
 #include "worker/trainer/parameter.h"
 
 namespace ringleader {
@@ -71,7 +72,7 @@ struct FsdpParametersOptions {
   TensorMemory* memory = nullptr;
 };
 
-class FsdpParameters {
+class FsdpParameters : public ParameterShard {
  public:
   // `params`: every model parameter (plan.zero2.shards.counts' counts), `plan` for comm's world
   // size. Allocates the shard in opts.memory and zeroes it. Issues no collective.
@@ -87,7 +88,7 @@ class FsdpParameters {
   // parameters()[i].count floats IN THE MEMORY: the model's own parameters, device pointers on
   // the GPU) into the shard (memory->Copy); padding stays zero. No collective.
   // Errors: INVALID_ARGUMENT for a wrong number of pointers or a null one; the memory's.
-  absl::Status LoadOwned(const std::vector<const float*>& full);
+  absl::Status LoadOwned(const std::vector<const float*>& full) override;
 
   // Layer k's weight and bias (the plan's layer_params[k], which must be {weight, bias} in
   // that order), gathered as the file comment says: pointers into the memory's staging, valid
@@ -95,19 +96,19 @@ class FsdpParameters {
   // ParameterProvider for the Mlp.
   // Errors: INVALID_ARGUMENT for k out of range or a layer without exactly two parameters; the
   // staging allocation's; the gather's ("fsdp parameter gather of bucket B (layer k): ...").
-  absl::StatusOr<LayerParameters> Acquire(size_t k);
+  absl::StatusOr<LayerParameters> Acquire(size_t k) override;
   // Frees every held bucket (end of a pass). No collective.
-  void Release();
+  void Release() override;
 
   // Parameter i's owned elements (plan.zero2.shards.owned[rank][i]) in the shard, in the memory,
   // writable: what the optimizer steps. Null when this rank owns none of parameter i.
-  float* owned_parameter(size_t i);
+  float* owned_parameter(size_t i) override;
 
   // Every parameter whole, on every rank, as host vectors (a collective: every rank calls it at
   // the same point): each bucket gathered in turn into the staging and copied to the host
   // (memory->CopyToHost). For a checkpoint. Releases held buckets first.
   // Errors: the gathers' and the memory's.
-  absl::StatusOr<std::vector<std::vector<float>>> GatherAll();
+  absl::StatusOr<std::vector<std::vector<float>>> GatherAll() override;
   // The same collective, written into `full` instead: one pointer per parameter, room for
   // parameters()[i].count floats IN THE MEMORY (memory->Copy from the staging): for a runner
   // that holds full device parameters during a checkpoint. Releases held buckets first.

@@ -10,7 +10,6 @@
 #include "common/gpu/gpu_devices.h"
 #include "common/status_macros.h"
 #include "worker/checkpoint/training_state.h"
-#include "worker/sync/fsdp_parameters.h"
 #include "worker/sync/gpu/cuda_tensor_memory.h"
 #include "worker/trainer/gpu/gpu_mlp.h"
 #include "worker/trainer/gpu/gpu_mlp_kernels.h"
@@ -66,29 +65,29 @@ class GpuModelRunner : public ModelRunner {
 
   absl::StatusOr<double> ForwardBackward(const float* x, const int32_t* y, size_t batch,
                                          const BackwardOptions& opts) override {
-    if (fsdp_ == nullptr) return model_->ForwardBackward(x, y, batch, opts);
+    if (shard_ == nullptr) return model_->ForwardBackward(x, y, batch, opts);
     // fsdp: each layer gathered into device staging as it runs, released after the pass.
     BackwardOptions gathered = opts;
-    gathered.params_for = [this](size_t k) { return fsdp_->Acquire(k); };
+    gathered.params_for = [this](size_t k) { return shard_->Acquire(k); };
     absl::StatusOr<double> loss = model_->ForwardBackward(x, y, batch, gathered);
-    fsdp_->Release();
+    shard_->Release();
     return loss;
   }
 
   // strategy fsdp: the owned elements go into the shard (device to device), then the model's
   // own parameters are freed.
-  absl::Status ShardParameters(FsdpParameters* params) override {
+  absl::Status ShardParameters(ParameterShard* params) override {
     if (params == nullptr) return absl::InvalidArgumentError("ShardParameters: null parameters");
     const std::vector<float*> full = model_->param_ptrs();
     RETURN_IF_ERROR(params->LoadOwned(std::vector<const float*>(full.begin(), full.end())));
     model_->ReleaseParameters();
-    fsdp_ = params;
+    shard_ = params;
     return absl::OkStatus();
   }
   // The gathered parameters go into the host mirror, which is what checkpoints read.
   absl::Status GatherFullParameters() override {
-    if (fsdp_ == nullptr) return ModelRunner::GatherFullParameters();
-    ASSIGN_OR_RETURN(std::vector<std::vector<float>> full, fsdp_->GatherAll());
+    if (shard_ == nullptr) return ModelRunner::GatherFullParameters();
+    ASSIGN_OR_RETURN(std::vector<std::vector<float>> full, shard_->GatherAll());
     for (size_t i = 0; i < full.size(); ++i) {
       std::copy(full[i].begin(), full[i].end(), host_->param(i));
     }
@@ -140,17 +139,17 @@ class GpuModelRunner : public ModelRunner {
   // shard (device pointers into the reducer's memory, which is memory_).
   absl::Status OptimizerStepOwned(const std::vector<bool>& has_grad,
                                   const std::vector<const float*>& owned_grads) override {
-    if (fsdp_ == nullptr) return optimizer_->StepOwned(model_->param_ptrs(), owned_grads, has_grad);
+    if (shard_ == nullptr) return optimizer_->StepOwned(model_->param_ptrs(), owned_grads, has_grad);
     // fsdp: the owned parameter elements are all this rank holds.
     std::vector<float*> owned_params;
     for (size_t i = 0; i < parameters().size(); ++i) {
-      owned_params.push_back(fsdp_->owned_parameter(i));
+      owned_params.push_back(shard_->owned_parameter(i));
     }
     return optimizer_->StepShard(owned_params, owned_grads, has_grad);
   }
 
   absl::StatusOr<Mlp::EvalResult> Evaluate(const Dataset& test, size_t batch) override {
-    if (fsdp_ == nullptr) {
+    if (shard_ == nullptr) {
       RETURN_IF_ERROR(model_->CopyParametersTo(*host_));
       return host_->Evaluate(test, batch);
     }
@@ -159,7 +158,7 @@ class GpuModelRunner : public ModelRunner {
     const size_t num_layers = parameters().size() / 2;
     absl::Status copied;
     for (size_t k = 0; k < num_layers && copied.ok(); ++k) {
-      absl::StatusOr<LayerParameters> layer = fsdp_->Acquire(k);
+      absl::StatusOr<LayerParameters> layer = shard_->Acquire(k);
       copied = layer.status();
       if (!copied.ok()) break;
       copied = memory_.CopyToHost(host_->param(2 * k), layer->weight,
@@ -169,7 +168,7 @@ class GpuModelRunner : public ModelRunner {
                                     parameters()[2 * k + 1].count * sizeof(float));
       }
     }
-    fsdp_->Release();
+    shard_->Release();
     RETURN_IF_ERROR(copied);
     return host_->Evaluate(test, batch);
   }
@@ -205,7 +204,7 @@ class GpuModelRunner : public ModelRunner {
   absl::StatusOr<CheckpointData> CaptureStateWithMomentum(
       uint64_t step, uint64_t epoch, const std::string& fingerprint,
       std::vector<std::vector<float>> momentum) override {
-    if (fsdp_ == nullptr) {
+    if (shard_ == nullptr) {
       RETURN_IF_ERROR(model_->CopyParametersTo(*host_));
     } else if (!host_gathered_) {
       return absl::FailedPreconditionError(
@@ -234,7 +233,7 @@ class GpuModelRunner : public ModelRunner {
   TensorBuffer<double> norm_partials_;  // kSquaredSumBlocks per parameter
   std::vector<bool> noted_;             // parameters noted since the last Take
   absl::Status norm_error_;
-  FsdpParameters* fsdp_ = nullptr;  // strategy fsdp: where the parameters live (not owned)
+  ParameterShard* shard_ = nullptr;  // sharded parameters (fsdp): where they live; not owned
   bool host_gathered_ = false;      // fsdp: host_ holds the gathered parameters
 };
 
