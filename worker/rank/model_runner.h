@@ -7,21 +7,11 @@
 // the reducer and the drift check, and placement() to the collective factory, so the NCCL
 // collective orders itself after the runner's kernels.
 //
-// Per step the loop calls (see training_loop.cc):
-//
-//   BindGradients(reducer slots)                      once, and after a bucket rebuild
-//   per micro-batch: ForwardBackward(x, y, n, opts)   opts.on_ready(i): NoteLocalGradient(i),
-//                                                     then the reducer's MarkReady
-//   TakeLocalSquaredNorm()                            the noted gradients' sum of squares
-//   GradNorm(include)  OptimizerStep(has_grad)        after the reducer's FinishStep
-//   (strategy zero1: ShardOptimizerState(owned) once, before the first step; the caller
-//   all-gathers the parameter shards after each OptimizerStep and gathers MomentumBuffers()
-//   into CaptureStateWithMomentum for a checkpoint. strategy zero2: the same, but backward takes
-//   its gradient slots from BackwardOptions::slot_for and the step is OptimizerStepOwned on the
-//   reduce-scattered shard. strategy fsdp: as zero2, and ShardParameters once, after which
-//   the model holds no parameters of its own: each layer is gathered as it runs, and
-//   GatherFullParameters before a checkpoint)
-//   Evaluate / CaptureState                           at epoch end / job end
+// Per step the step runner calls ForwardBackward per micro-batch and TakeLocalSquaredNorm;
+// the job's SyncStrategy (worker/strategy/) makes the other calls: BindGradients or
+// ReleaseOwnGradients, GradNorm and OptimizerStep or OptimizerStepOwned, and once, before the
+// first step, ShardOptimizerState / ShardParameters where it shards them. Evaluate at epoch end,
+// CaptureState* for checkpoints.
 //
 // Thread-safety: not thread-safe; the training thread owns a runner.
 #ifndef RINGLEADER_WORKER_RANK_MODEL_RUNNER_H_

@@ -1,59 +1,19 @@
-// The rank process's work: one rank of one data-parallel job attempt, start to finish.
+// The rank process's work: one rank of one data-parallel job attempt, start to finish
+// (docs/architecture.md, "A rank").
 //
-//   JoinJob (echoing the fingerprint this rank computes over the spec it received)
-//     → load data (fashion-mnist or synthetic), DistributedSampler(seed, rank, world)
-//     → Mlp(layers, seed); bool buffers refused on nccl (before any collective); the model
-//       runner (model_runner.h): backend gloo → CPU (Mlp + SgdOptimizer), backend nccl → GPU
-//       `gpu` (GpuMlp + GpuSgdOptimizer; FAILED_PRECONDITION "no usable GPU: ..." without one)
-//     → collective rendezvous through the factory, told the runner's placement (gloo or NCCL
-//       over the coordinator's key-value store, key prefix "<job>/<generation>/"); Reducer in
-//       the runner's memory (host or device), bound to the gradients
-//     → per step: zero grads; per micro-batch: BeginMicroBatch, ForwardBackward (on_ready →
-//       MarkReady, loss_scale 1/K, skip = frozen + fault-injected unused parameters);
-//       FinishStep; buffer broadcast; optimizer step (strategy zero1: this rank's shard of
-//       the parameters only, then an all-gather of every rank's shard, worker/sync/shard_sync.h;
-//       strategy zero2: the Zero2Reducer replaces the Reducer — backward writes into its bucket
-//       pool, buckets are reduce-scattered into this rank's gradient shard, the shard is
-//       stepped and all-gathered as under zero1, worker/sync/zero2_reducer.h; strategy fsdp:
-//       as zero2, but each rank keeps only its shard of the parameters and gathers every layer
-//       from the owners as it runs, forward and backward, nothing after the step,
-//       worker/sync/fsdp_parameters.h);
-//       drift check every drift_interval_steps
-//       (and after the last step); a StepReport per step, handed to the ProgressReporter,
-//       whose own thread batches them to ReportProgress (the loop never waits on the
-//       coordinator; a stop in an answer is noticed at the next step)
-//     → per epoch: every rank evaluates its 1/W shard of the test set, the sums (correct,
-//       loss, examples) are all-reduced (collective_timeout_ms) and rank 0 reports the whole
-//       set's figures → EpochReport. (Rank 0 evaluating alone left its peers waiting in the
-//       next collective for the whole evaluation, past a short collective timeout.)
-//     → end: the collective is closed (a barrier, then NCCL's finalize and destroy; failures
-//       abort it instead); the reporter is flushed (reporting.flush_timeout); rank 0 writes
-//       <checkpoint_dir>/<job>/final.ckpt; FinishRank(ok) (RunRank). Checkpoints:
-//       checkpoint_writer.h (under zero1 / zero2 / fsdp each rank's momentum, and fsdp's
-//       parameters, are gathered so rank 0 writes the file a ddp job writes — the final one
-//       before the collective is closed — or, with checkpoint_format sharded, every rank
-//       writes its own shard and rank 0 a manifest). A resumed attempt or model.init_from
-//       starts from starting_state.h.
+//   JoinJob (echoing the spec fingerprint) → data + DistributedSampler → model runner (CPU on
+//   gloo, GPU on nccl) → the job's SyncStrategy (worker/strategy/sync_strategy.h) → resume or
+//   model.init_from (starting_state.h) → collective rendezvous (the factory) → steps
+//   (step_runner.h), drift check every drift_interval_steps, checkpoints (checkpoint_writer.h),
+//   an evaluation all-reduce per epoch → close the collective → flush reports → final.ckpt.
 //
-// Gradient norms in the StepReport:
-//   local_grad_norm  this rank's accumulated gradient before synchronisation. With overlap the
-//                    reducer averages buckets in place while backward still runs, so the norm
-//                    is accumulated in the on_ready hook of the sync micro-batch, parameter by
-//                    parameter, just BEFORE MarkReady can launch that parameter's bucket (one
-//                    extra read of each gradient; overlap stays on). Parameters that never get
-//                    on_ready in that micro-batch (frozen, unused) do not count.
-//   synced_grad_norm the gradients the optimizer steps with: identical on every rank of a
-//                    correct job, bit for bit (every rank holds the same all-reduce result).
+// Step reports carry two gradient norms: local_grad_norm (this rank's gradients before
+// synchronisation, noted in the backward hook before the reducer may average them) and
+// synced_grad_norm (what the optimizer steps with: equal on every rank of a correct job).
 //
-// Fault injection (spec.model.faults; tests and demos only):
-//   bypass_sync on bypass_sync_rank: that rank steps with its LOCAL gradients ("the loss was
-//     computed on the unwrapped model"). It still issues the reducer's collectives (with its
-//     local gradients as input) so the other ranks neither hang nor notice — only the drift
-//     check and the grad-norm comparison expose it.
-//   unused_parameters_on_rank on unused_parameter_rank: those parameters get no gradient on
-//     that rank; without find_unused_parameters the reducer fails the step on every rank,
-//     naming the parameters.
-//   crash_at_step on crash_rank: `crash` is called before that step (default: abort()).
+// Fault injection (spec.model.faults; tests and demos only): bypass_sync (a rank steps with its
+// local gradients while still feeding the reducer), unused_parameters_on_rank, crash_at_step,
+// slow_rank, nan_loss, pause; docs/diagnosis.md describes each.
 //
 // Errors name the rank, step and epoch; the reducer's add the bucket and parameters.
 #ifndef RINGLEADER_WORKER_RANK_TRAINING_LOOP_H_
