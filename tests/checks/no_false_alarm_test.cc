@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "common/job_spec.h"
-#include "coordinator/step_judge.h"
+#include "coordinator/core/step_judge.h"
 #include "gtest/gtest.h"
 #include "worker/collective/gloo/gloo_test_util.h"
 #include "worker/coordinator_client/fake_coordinator.h"

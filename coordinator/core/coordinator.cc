@@ -1,0 +1,600 @@
+// Coordinator: the job side (transitions, scheduling, publication of changes) and health.
+// Worker calls live in coordinator_workers.cc, rank calls in coordinator_attempts.cc, CLI calls
+// in coordinator_jobs.cc.
+#include "coordinator/core/coordinator.h"
+
+#include <algorithm>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "coordinator/core/job_state.h"
+#include "coordinator/core/placement.h"
+#include "coordinator/core/scheduler.h"
+
+namespace ringleader {
+namespace {
+
+// How many ranks an "assigned" reason lists by name before abbreviating.
+constexpr int kRanksNamedInReason = 8;
+
+}  // namespace
+
+Coordinator::Coordinator(CoordinatorOptions options, Clock* clock, JobStore* store,
+                         EventLogger logger)
+    : options_(std::move(options)),
+      clock_(clock),
+      store_(store),
+      logger_(std::move(logger)),
+      logs_(LogStoreOptions{options_.max_log_bytes_per_rank, options_.max_log_bytes_per_job,
+                            options_.max_log_bytes_total}),
+      report_limiter_(options_.max_reports_per_second_per_rank,
+                      options_.max_reports_per_second_per_rank) {}
+
+Coordinator::~Coordinator() { Shutdown(); }
+
+absl::Time Coordinator::ClampDeadline(absl::Time deadline, absl::Time now) const {
+  return std::min(deadline, now + options_.max_wait);
+}
+
+void Coordinator::LogLocked(std::string line, DeferredCallbacks* deferred) {
+  if (!logger_) return;
+  deferred->Add([this, now = clock_->Now(), line = std::move(line)] { logger_(now, line); });
+}
+
+void Coordinator::MarkChangedLocked(JobRecord* job) {
+  job->status.set_version(job->status.version() + 1);
+  if (!job->changed) {
+    job->changed = true;
+    changed_.push_back(job);
+  }
+}
+
+void Coordinator::TransitionLocked(JobRecord* job, v1::JobState to, std::string reason,
+                                   DeferredCallbacks* deferred) {
+  const v1::JobState from = job->status.state();
+  std::string line = absl::StrCat("job ", job->status.job_id(), " ", JobStateName(from), " -> ",
+                                  JobStateName(to), ": ", reason);
+  absl::Status recorded = RecordTransition(&job->status, to, clock_->Now(), std::move(reason));
+  if (!recorded.ok()) {
+    // Callers check the state first; reaching this is a bug in the coordinator.
+    LogLocked(absl::StrCat("BUG: ", recorded.ToString()), deferred);
+    return;
+  }
+  if (IsTerminal(to)) jobs_.MarkEnded(job, clock_->Now());
+  MarkChangedLocked(job);
+  SaveLocked(*job, deferred);
+  LogLocked(std::move(line), deferred);
+}
+
+void Coordinator::SaveLocked(const JobRecord& job, DeferredCallbacks* deferred) {
+  // Written after the lock is released (a durable store fsyncs), before the call returns: the
+  // RPC that changed the job answers only once the change is on disk. Saves of one job may land
+  // out of order; the store keeps the highest version.
+  deferred->Add([this, status = job.status, now = clock_->Now()] {
+    absl::Status saved = store_->Save(status);
+    if (!saved.ok() && logger_) {
+      logger_(now, absl::StrCat("job store: could not save job ", status.job_id(), ": ",
+                                saved.ToString(), " (kept in memory)"));
+    }
+  });
+}
+
+absl::Status Coordinator::Restore(std::vector<v1::JobStatus> jobs) {
+  // Read before the lock is taken (disk I/O): ids continue after archived jobs too.
+  const absl::StatusOr<uint64_t> highest_archived = store_->HighestArchivedNumber();
+  if (!highest_archived.ok()) return highest_archived.status();
+  Scope scope(this);
+  jobs_.ReserveThrough(*highest_archived);
+  for (v1::JobStatus& saved : jobs) {
+    const v1::JobState state = saved.state();
+    absl::StatusOr<JobRecord*> restored = jobs_.Restore(std::move(saved));
+    if (!restored.ok()) return restored.status();
+    JobRecord* job = *restored;
+    if (state == v1::JOB_STATE_RUNNING && options_.coordinator_grace > absl::ZeroDuration()) {
+      AwaitReattachLocked(job, scope.deferred());
+    } else if (state == v1::JOB_STATE_RENDEZVOUS || state == v1::JOB_STATE_RUNNING) {
+      // The rendezvous lived in the old coordinator's memory: the job restarts from its last
+      // checkpoint if it has restarts left (the daemons stop their ranks when they learn).
+      FailAttemptLocked(job,
+                        absl::StrCat("the coordinator restarted while generation ",
+                                     job->status.generation(), " was in ",
+                                     JobStateName(state), "; the attempt was lost"),
+                        /*restartable=*/true, scope.deferred());
+    }
+  }
+  LogLocked(absl::StrCat("restored ", jobs.size(), " job(s) from the job store"),
+            scope.deferred());
+  schedule_needed_ = true;
+  return absl::OkStatus();
+}
+
+void Coordinator::EndJobLocked(JobRecord* job, v1::JobState to, std::string reason,
+                               DeferredCallbacks* deferred) {
+  const std::string ended = absl::StrCat("job ", job->status.job_id(), " ended (",
+                                         JobStateName(to), ": ", reason, ")");
+  const bool was_queued = job->status.state() == v1::JOB_STATE_QUEUED;
+  TransitionLocked(job, to, std::move(reason), deferred);
+  if (was_queued) {
+    jobs_.Dequeue(JobId(job->status.job_id()));
+    job->status.clear_queued_reason();
+    schedule_needed_ = true;  // the job behind it may fit now
+    return;  // no attempt, no workers
+  }
+  ReleaseAttemptLocked(job, /*abort_unfinished=*/to != v1::JOB_STATE_SUCCEEDED, ended,
+                       deferred);
+}
+
+void Coordinator::ReleaseAttemptLocked(JobRecord* job, bool abort_unfinished,
+                                       const std::string& ended, DeferredCallbacks* deferred) {
+  if (job->status.attempts_size() > 0) {
+    v1::AttemptSummary* summary =
+        job->status.mutable_attempts(job->status.attempts_size() - 1);
+    if (summary->end_time_unix_ms() == 0) {
+      summary->set_end_time_unix_ms(absl::ToUnixMillis(clock_->Now()));
+      summary->set_end_reason(LastReason(job->status));
+    }
+  }
+  job->attempt_ended = clock_->Now();  // its log readers are told so after log_linger
+  job->held_failure.reset();  // whatever ended the attempt, a held failure has no say now
+  const AttemptId attempt{JobId(job->status.job_id()), Generation(job->status.generation())};
+  for (const v1::RankStatus& rank : job->status.ranks()) {
+    WorkerRecord* worker = workers_.Find(WorkerId(rank.worker_id()));
+    if (worker == nullptr || worker->attempt != attempt) continue;
+    // A worker that never received its assignment has nothing to abort.
+    if (abort_unfinished && !rank.finished() && !worker->undelivered.has_value()) {
+      v1::JobAttempt abort;
+      abort.set_job_id(attempt.job.value());
+      abort.set_generation(attempt.generation.value());
+      worker->aborts.push_back(std::move(abort));
+    }
+    worker->undelivered.reset();
+    worker->offered.reset();
+    worker->attempt.reset();
+    if (worker->state == v1::WORKER_STATE_BUSY) worker->state = v1::WORKER_STATE_IDLE;
+  }
+  kv_.EndAttempt(attempt, absl::FailedPreconditionError(ended), deferred);
+  report_limiter_.EndAttempt(attempt);
+  schedule_needed_ = true;
+}
+
+void Coordinator::FailAttemptLocked(JobRecord* job, std::string reason, bool restartable,
+                                    DeferredCallbacks* deferred) {
+  v1::JobStatus& status = job->status;
+  const uint32_t max_restarts = status.spec().max_restarts();
+  if (!restartable || status.restarts() >= max_restarts) {
+    if (restartable && max_restarts > 0) {
+      absl::StrAppend(&reason, " (no restart left: ", status.restarts(), " of ", max_restarts,
+                      " used; every attempt is listed in the job's attempts)");
+    }
+    EndJobLocked(job, v1::JOB_STATE_FAILED, std::move(reason), deferred);
+    return;
+  }
+  const uint32_t restart = status.restarts() + 1;
+  status.set_restarts(restart);
+  absl::Duration backoff = options_.restart_backoff;
+  for (uint32_t i = 1; i < restart && backoff < options_.max_restart_backoff; ++i) backoff *= 2;
+  backoff = std::min(backoff, options_.max_restart_backoff);
+  job->restart_not_before = clock_->Now() + backoff;
+  job->restart_waiting = true;
+  const uint64_t generation = status.generation();
+  TransitionLocked(job, v1::JOB_STATE_QUEUED,
+                   absl::StrCat("generation ", generation, " failed: ", reason, "; restart ",
+                                restart, " of ", max_restarts, " in ",
+                                absl::FormatDuration(backoff), ", from the last checkpoint"),
+                   deferred);
+  ReleaseAttemptLocked(
+      job, /*abort_unfinished=*/true,
+      absl::StrCat("job ", status.job_id(), " generation ", generation, " ended (", reason,
+                   "); the job restarts as generation ", generation + 1),
+      deferred);
+  job->rendezvous_deadline = absl::InfiniteFuture();
+  job->reattach_deadline = absl::InfiniteFuture();
+  job->carried_alarms.clear();
+  job->carried_verdict.Clear();
+  jobs_.Requeue(JobId(status.job_id()));
+}
+
+void Coordinator::ScheduleLocked(DeferredCallbacks* deferred) {
+  // Strict FIFO: a job waiting out its restart backoff blocks the queue behind it, as any head
+  // that cannot be placed does.
+  const absl::Time now = clock_->Now();
+  std::vector<QueuedJob> queue;
+  size_t backing_off = jobs_.queue().size();
+  for (const JobId& id : jobs_.queue()) {
+    const JobRecord* job = jobs_.Find(id);
+    if (backing_off == jobs_.queue().size() && job->restart_not_before > now) {
+      backing_off = queue.size();
+    }
+    queue.push_back({id, &job->status.spec()});
+  }
+  const std::vector<WorkerRecord*> workers = workers_.InRegistrationOrder();
+  const std::vector<Placement> plan = PlanFifo(
+      std::vector<QueuedJob>(queue.begin(), queue.begin() + static_cast<long>(backing_off)),
+      workers);
+  for (const Placement& placement : plan) {
+    JobRecord* job = jobs_.Find(placement.job);
+    job->status.clear_queued_reason();
+    AssignLocked(job, placement.ranks, deferred);
+  }
+  // Every job still waiting says why, in words a user can act on.
+  for (size_t i = plan.size(); i < queue.size(); ++i) {
+    JobRecord* job = jobs_.Find(queue[i].id);
+    std::string reason =
+        i == backing_off
+            ? absl::StrCat("restart ", job->status.restarts(), " of ",
+                           job->status.spec().max_restarts(), ": placed again in ",
+                           absl::FormatDuration(absl::Ceil(job->restart_not_before - now,
+                                                           absl::Milliseconds(100))),
+                           " (backoff after generation ", job->status.generation(), " failed)")
+            : WhyQueued(queue, i, plan.size(), workers);
+    if (job->status.queued_reason() != reason) {
+      job->status.set_queued_reason(std::move(reason));
+      MarkChangedLocked(job);
+    }
+  }
+}
+
+void Coordinator::AssignLocked(JobRecord* job, const std::vector<WorkerRecord*>& ranks,
+                               DeferredCallbacks* deferred) {
+  v1::JobStatus& status = job->status;
+  const JobId id(status.job_id());
+  status.set_generation(status.generation() + 1);
+  status.clear_ranks();
+  job->last_contact.clear();  // a new attempt: its rank processes have not been heard from
+  job->activity.clear();
+  job->reattach_deadline = absl::InfiniteFuture();
+  job->carried_alarms.clear();
+  job->carried_verdict.Clear();
+  std::vector<std::string> named;
+  std::vector<std::string> hosts;
+  for (const WorkerRecord* worker : ranks) hosts.push_back(worker->host);
+  const std::vector<RankPlacement> placements = PlaceRanks(hosts);
+  for (uint32_t r = 0; r < ranks.size(); ++r) {
+    WorkerRecord* worker = ranks[r];
+    v1::RankStatus* rank = status.add_ranks();
+    rank->set_rank(r);
+    rank->set_worker_id(worker->id.value());
+    rank->set_worker_name(worker->name);
+    rank->set_host(worker->host);
+    if (r < kRanksNamedInReason) named.push_back(absl::StrCat(r, ": ", DescribeWorker(*worker)));
+
+    worker->state = v1::WORKER_STATE_BUSY;
+    worker->attempt = AttemptId{id, Generation(status.generation())};
+    worker->rank = Rank(r);
+    v1::Assignment assignment;
+    assignment.set_job_id(id.value());
+    assignment.set_generation(status.generation());
+    assignment.set_rank(r);
+    assignment.set_world_size(static_cast<uint32_t>(ranks.size()));
+    *assignment.mutable_spec() = status.spec();
+    assignment.set_spec_fingerprint(status.spec_fingerprint());
+    assignment.set_local_rank(placements[r].local_rank);
+    assignment.set_local_world_size(placements[r].local_world_size);
+    assignment.set_group_rank(placements[r].group_rank);
+    assignment.set_group_world_size(placements[r].group_world_size);
+    if (options_.attempt_tokens != nullptr) {
+      assignment.set_attempt_token(
+          options_.attempt_tokens->For(status.job_id(), status.generation()));
+    }
+    worker->undelivered = std::move(assignment);
+    DeliverLocked(worker, deferred);
+  }
+  if (ranks.size() > kRanksNamedInReason) named.push_back("...");
+  StartJudgingLocked(job);
+  v1::AttemptSummary* summary = status.add_attempts();
+  summary->set_generation(status.generation());
+  summary->set_start_time_unix_ms(absl::ToUnixMillis(clock_->Now()));
+  for (const WorkerRecord* worker : ranks) {
+    summary->add_workers(absl::StrCat(worker->name, " on ", worker->host));
+  }
+  job->restart_waiting = false;
+  job->rendezvous_deadline = clock_->Now() + options_.rendezvous_timeout;
+  jobs_.Dequeue(id);
+  TransitionLocked(job, v1::JOB_STATE_RENDEZVOUS,
+                   absl::StrCat("generation ", status.generation(), " assigned to ", ranks.size(),
+                                ranks.size() == 1 ? " worker" : " workers", " (rank ",
+                                absl::StrJoin(named, ", rank "), ")"),
+                   deferred);
+}
+
+void Coordinator::StartJudgingLocked(JobRecord* job) {
+  const v1::JobStatus& status = job->status;
+  const auto world = static_cast<uint32_t>(status.ranks_size());
+  job->judge = std::make_unique<StepJudge>(world, StepJudgeOptionsFromSpec(status.spec()));
+  // The first report publishes whatever it brings (clearing the last attempt's judgement).
+  job->published_judge_revision = std::numeric_limits<uint64_t>::max();
+  job->metrics = std::make_unique<MetricsHistory>(
+      world, static_cast<double>(status.spec().batch_size()) *
+                 std::max<uint32_t>(1, status.spec().sync().gradient_accumulation_steps()));
+}
+
+void Coordinator::AwaitReattachLocked(JobRecord* job, DeferredCallbacks* deferred) {
+  v1::JobStatus& status = job->status;
+  // The old coordinator's worker ids mean nothing now (this one hands ids out again).
+  for (v1::RankStatus& rank : *status.mutable_ranks()) rank.clear_worker_id();
+  job->carried_alarms.assign(status.alarms().begin(), status.alarms().end());
+  job->carried_verdict = status.verdict();
+  StartJudgingLocked(job);
+  job->reattach_deadline = clock_->Now() + options_.coordinator_grace;
+  v1::JobEvent* event = status.add_events();
+  event->set_time_unix_ms(absl::ToUnixMillis(clock_->Now()));
+  event->set_message(absl::StrCat("the coordinator restarted while generation ",
+                                  status.generation(), " ran; waiting up to ",
+                                  absl::FormatDuration(options_.coordinator_grace),
+                                  " for its ranks' workers to come back"));
+  MarkChangedLocked(job);
+  SaveLocked(*job, deferred);
+  LogLocked(absl::StrCat("job ", status.job_id(), ": ", event->message()), deferred);
+}
+
+void Coordinator::FailReattachLocked(absl::Time now, DeferredCallbacks* deferred) {
+  for (JobRecord* job : jobs_.All()) {
+    if (job->reattach_deadline > now) continue;
+    job->reattach_deadline = absl::InfiniteFuture();
+    if (job->status.state() != v1::JOB_STATE_RUNNING) continue;
+    std::vector<std::string> away;
+    for (const v1::RankStatus& rank : job->status.ranks()) {
+      if (rank.worker_id().empty() && !rank.finished()) away.push_back(DescribeRank(rank));
+    }
+    if (away.empty()) continue;
+    FailAttemptLocked(job,
+                      absl::StrCat(absl::StrJoin(away, ", "), " did not come back within ",
+                                   absl::FormatDuration(options_.coordinator_grace),
+                                   " (coordinator_grace) of the coordinator's restart"),
+                      /*restartable=*/true, deferred);
+  }
+}
+
+void Coordinator::PublishLocked(DeferredCallbacks* deferred) {
+  // Scheduling first: it changes jobs too, and their changes are published below.
+  // (Job store saves happen at each transition, not here, so every transition is saved.)
+  if (schedule_needed_) {
+    schedule_needed_ = false;
+    ScheduleLocked(deferred);
+  }
+  std::vector<JobRecord*> changed;
+  changed.swap(changed_);
+  for (JobRecord* job : changed) {
+    job->changed = false;
+    // An attempt that ended, or a new one, may answer log readers.
+    AnswerLogWaitersLocked(job, deferred);
+    if (job->watchers.empty()) continue;
+    const v1::JobStatus snapshot = RenderLocked(*job);
+    std::vector<JobRecord::Watcher> still_waiting;
+    for (JobRecord::Watcher& watcher : job->watchers) {
+      if (snapshot.version() > watcher.after_version) {
+        deferred->Add([done = std::move(watcher.done), snapshot] { done(snapshot); });
+      } else {
+        still_waiting.push_back(std::move(watcher));
+      }
+    }
+    job->watchers = std::move(still_waiting);
+  }
+  ArchiveExcessLocked(deferred);
+}
+
+void Coordinator::ArchiveExcessLocked(DeferredCallbacks* deferred) {
+  if (jobs_.ended_count() <= options_.max_finished_jobs_kept) return;
+  std::vector<std::string> archived;
+  while (jobs_.ended_count() > options_.max_finished_jobs_kept) {
+    JobRecord* job = jobs_.FirstEnded();
+    archived.push_back(job->status.job_id());
+    ArchiveLocked(job, deferred);
+  }
+  // One line per call (a restarted coordinator may archive thousands at once).
+  constexpr size_t kNamed = 5;
+  std::string named = absl::StrJoin(archived.begin(),
+                                    archived.begin() + std::min(archived.size(), kNamed), ", ");
+  if (archived.size() > kNamed) absl::StrAppend(&named, " and ", archived.size() - kNamed, " more");
+  LogLocked(absl::StrCat("archived ", archived.size() == 1 ? "job " : "jobs ", named,
+                         " (the ", options_.max_finished_jobs_kept,
+                         " most recently finished jobs stay in memory: --jobs_kept)"),
+            deferred);
+}
+
+void Coordinator::ArchiveLocked(JobRecord* job, DeferredCallbacks* deferred) {
+  const JobId id(job->status.job_id());
+  const uint64_t number = JobNumber(id.value()).value_or(0);  // the table's ids all have one
+  const absl::Time now = clock_->Now();
+  v1::JobStatus final_status = job->status;  // as saved: `archived` is set in answers only
+  v1::JobStatus answer = final_status;
+  answer.set_archived(true);
+  // Parked long polls are answered now: nothing of the job stays to wake them.
+  for (JobRecord::Watcher& watcher : job->watchers) {
+    deferred->Add([done = std::move(watcher.done), answer] { done(answer); });
+  }
+  for (JobRecord::LogWaiter& waiter : job->log_waiters) {
+    v1::GetLogsResponse response = RenderLogsLocked(*job, waiter, now);
+    response.set_attempt_over(true);  // no more output of the job is kept
+    response.set_job_over(true);
+    deferred->Add([done = std::move(waiter.done), response = std::move(response)] {
+      done(response);
+    });
+  }
+  // Everything else kept per job: its attempt's keys (ended with the attempt already), its
+  // output, and the record itself (metrics history, step judge, activity).
+  kv_.EndAttempt(AttemptId{id, Generation(final_status.generation())},
+                 absl::FailedPreconditionError(absl::StrCat("job ", id.value(), " was archived")),
+                 deferred);
+  logs_.RemoveJob(id);
+  changed_.erase(std::remove(changed_.begin(), changed_.end(), job), changed_.end());
+  jobs_.Remove(id);  // `job` dangles from here
+  ++jobs_archived_;
+  archived_restarts_ += final_status.restarts();
+  archiving_[number] = final_status;
+  deferred->Add([this, number, now, final_status = std::move(final_status)] {
+    FinishArchive(number, final_status.job_id(), store_->Archive(final_status), now);
+  });
+}
+
+void Coordinator::FinishArchive(uint64_t number, const std::string& job_id,
+                                const absl::Status& archived, absl::Time when) {
+  if (!archived.ok()) {
+    if (logger_) {
+      logger_(when, absl::StrCat("job store: could not archive job ", job_id, ": ",
+                                 archived.ToString(), " (its final status is kept in memory)"));
+    }
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  archiving_.erase(number);
+}
+
+absl::StatusOr<std::optional<v1::JobStatus>> Coordinator::ArchivedLocked(const JobId& id) {
+  if (!jobs_.Removed(id)) return absl::NotFoundError(absl::StrCat("unknown job ", id.value()));
+  const std::optional<uint64_t> number = JobNumber(id.value());
+  auto held = archiving_.find(*number);
+  if (held == archiving_.end() || held->second.job_id() != id.value()) return std::nullopt;
+  v1::JobStatus status = held->second;
+  status.set_archived(true);
+  return status;
+}
+
+absl::StatusOr<v1::JobStatus> Coordinator::LoadArchivedJob(const JobId& id) {
+  absl::StatusOr<v1::JobStatus> job = store_->LoadArchived(id.value());
+  if (job.ok()) {
+    job->set_archived(true);
+    return job;
+  }
+  if (job.status().code() == absl::StatusCode::kNotFound) {
+    return absl::NotFoundError(absl::StrCat("unknown job ", id.value()));
+  }
+  return absl::Status(job.status().code(),
+                      absl::StrCat("job ", id.value(), " is archived and the job store could not "
+                                   "read it: ", job.status().message()));
+}
+
+absl::Status Coordinator::NotInMemoryLocked(const JobId& id, absl::string_view what) const {
+  if (!jobs_.Removed(id)) return absl::NotFoundError(absl::StrCat("unknown job ", id.value()));
+  return absl::NotFoundError(absl::StrCat(
+      "job ", id.value(), " ended and was archived (the coordinator keeps the ",
+      options_.max_finished_jobs_kept, " most recently finished jobs: --jobs_kept): ", what,
+      " no longer kept; 'ringleader status ", id.value(), "' shows its final status"));
+}
+
+v1::JobStatus Coordinator::RenderLocked(const JobRecord& job) {
+  v1::JobStatus status = job.status;
+  const absl::Time now = clock_->Now();
+  for (v1::RankStatus& rank : *status.mutable_ranks()) {
+    const WorkerRecord* worker = workers_.Find(WorkerId(rank.worker_id()));
+    if (worker != nullptr) {
+      rank.set_heartbeat_age_ms(absl::ToInt64Milliseconds(now - worker->last_heartbeat));
+    }
+    if (AttemptOver(status) || IsTerminal(status.state())) continue;
+    const RankEvidence evidence = EvidenceLocked(job, rank, now);
+    rank.set_silent_ms(evidence.silent ? absl::ToInt64Milliseconds(*evidence.silent) : -1);
+    if (evidence.activity.phase() != v1::RANK_PHASE_UNSPECIFIED) {
+      *rank.mutable_activity() = evidence.activity;
+      rank.mutable_activity()->set_phase_elapsed_ms(
+          evidence.activity.phase_elapsed_ms() +
+          std::max<int64_t>(0, absl::ToInt64Milliseconds(evidence.activity_age)));
+    }
+    rank.set_process_state(evidence.process_state);
+  }
+  return status;
+}
+
+void Coordinator::CheckStaleness() {
+  Scope scope(this);
+  const absl::Time now = clock_->Now();
+  for (WorkerRecord* worker : workers_.InRegistrationOrder()) {
+    if (worker->state != v1::WORKER_STATE_LOST &&
+        now - worker->last_heartbeat > options_.heartbeat_timeout) {
+      LoseWorkerLocked(worker, now, scope.deferred());
+    }
+  }
+  FailRendezvousLocked(now, scope.deferred());
+  FailReattachLocked(now, scope.deferred());
+  FailHeldLocked(now, scope.deferred());
+  for (const JobId& id : jobs_.queue()) {
+    JobRecord* job = jobs_.Find(id);
+    if (job->restart_waiting && job->restart_not_before <= now) {
+      job->restart_waiting = false;
+      schedule_needed_ = true;  // its backoff is over: place it
+    }
+  }
+  for (WorkerRecord* worker : workers_.InRegistrationOrder()) {
+    if (worker->waiter && worker->waiter_deadline <= now) {
+      AnswerWaiterLocked(worker, std::nullopt, scope.deferred());
+    }
+  }
+  kv_.ExpireWaiters(now, scope.deferred());
+  ExpireWatchersLocked(now, scope.deferred());
+  for (JobRecord* job : jobs_.All()) {
+    if (!job->log_waiters.empty()) AnswerLogWaitersLocked(job, scope.deferred());
+  }
+}
+
+void Coordinator::FailRendezvousLocked(absl::Time now, DeferredCallbacks* deferred) {
+  for (JobRecord* job : jobs_.All()) {
+    if (job->status.state() != v1::JOB_STATE_RENDEZVOUS || job->rendezvous_deadline > now) {
+      continue;
+    }
+    std::vector<std::string> missing;
+    for (const v1::RankStatus& rank : job->status.ranks()) {
+      if (rank.joined()) continue;
+      // Whether its daemon is there, and what state its rank process is in.
+      const RankEvidence evidence = EvidenceLocked(*job, rank, now);
+      std::string daemon = "its worker is no longer registered";
+      if (evidence.daemon_silent.has_value()) {
+        daemon = absl::StrCat("its daemon's last heartbeat ",
+                              absl::FormatDuration(absl::Trunc(*evidence.daemon_silent,
+                                                               absl::Milliseconds(100))),
+                              " ago",
+                              evidence.process_state.empty()
+                                  ? ""
+                                  : absl::StrCat(", rank process ", evidence.process_state));
+      }
+      missing.push_back(absl::StrCat(DescribeRank(rank), ": ", daemon));
+    }
+    FailAttemptLocked(job,
+                      absl::StrCat("rendezvous timeout: ", missing.size(),
+                                   missing.size() == 1 ? " rank" : " ranks",
+                                   " did not join within ",
+                                   absl::FormatDuration(options_.rendezvous_timeout), ": ",
+                                   absl::StrJoin(missing, "; "),
+                                   OtherRanksLocked(*job, std::nullopt)),
+                      /*restartable=*/true, deferred);
+  }
+}
+
+void Coordinator::ExpireWatchersLocked(absl::Time now, DeferredCallbacks* deferred) {
+  for (JobRecord* job : jobs_.All()) {
+    if (job->watchers.empty()) continue;
+    std::vector<JobRecord::Watcher> still_waiting;
+    for (JobRecord::Watcher& watcher : job->watchers) {
+      if (watcher.deadline <= now) {
+        deferred->Add(
+            [done = std::move(watcher.done), snapshot = RenderLocked(*job)] { done(snapshot); });
+      } else {
+        still_waiting.push_back(std::move(watcher));
+      }
+    }
+    job->watchers = std::move(still_waiting);
+  }
+}
+
+void Coordinator::Shutdown() {
+  Scope scope(this);
+  if (shut_down_) return;
+  shut_down_ = true;
+  const absl::Status why = absl::UnavailableError("the coordinator is shutting down");
+  for (WorkerRecord* worker : workers_.InRegistrationOrder()) {
+    if (worker->waiter) AnswerWaiterLocked(worker, why, scope.deferred());
+  }
+  kv_.FailAllWaiters(why, scope.deferred());
+  for (JobRecord* job : jobs_.All()) {
+    for (JobRecord::Watcher& watcher : job->watchers) {
+      scope.deferred()->Add([done = std::move(watcher.done), why] { done(why); });
+    }
+    job->watchers.clear();
+    for (JobRecord::LogWaiter& waiter : job->log_waiters) {
+      scope.deferred()->Add([done = std::move(waiter.done), why] { done(why); });
+    }
+    job->log_waiters.clear();
+  }
+}
+
+}  // namespace ringleader

@@ -1,0 +1,254 @@
+// Coordinator core: submission, FIFO placement, assignments, the job state machine.
+#include <vector>
+
+#include "common/job_spec.h"
+#include "coordinator/core/coordinator_test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ringleader {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::vector<v1::JobState> States(const v1::JobStatus& job) {
+  std::vector<v1::JobState> states;
+  for (const v1::StateTransition& t : job.transitions()) states.push_back(t.state());
+  return states;
+}
+
+TEST_F(CoordinatorTest, AssignsRanksInRegistrationOrderWithFrozenSpec) {
+  const WorkerId a = Register("a");
+  const WorkerId b = Register("b");
+  const WorkerId c = Register("c");
+  EXPECT_EQ(a.value(), "w-1");
+  EXPECT_EQ(c.value(), "w-3");
+  const JobId job = Submit(2);
+  EXPECT_EQ(job.value(), "job-000001");
+
+  std::optional<v1::Assignment> first = TakeAssignment(a);
+  std::optional<v1::Assignment> second = TakeAssignment(b);
+  ASSERT_TRUE(first.has_value());
+  ASSERT_TRUE(second.has_value());
+  EXPECT_FALSE(TakeAssignment(c).has_value());
+  EXPECT_EQ(first->rank(), 0u);
+  EXPECT_EQ(second->rank(), 1u);
+  for (const v1::Assignment& assignment : {*first, *second}) {
+    EXPECT_EQ(assignment.job_id(), "job-000001");
+    EXPECT_EQ(assignment.generation(), 1u);
+    EXPECT_EQ(assignment.world_size(), 2u);
+    // The spec is frozen with its defaults applied, and the fingerprint is of that spec.
+    EXPECT_EQ(assignment.spec().strategy(), "ddp");
+    EXPECT_EQ(assignment.spec_fingerprint(), JobSpecFingerprint(assignment.spec()));
+  }
+  EXPECT_EQ(Job(job).state(), v1::JOB_STATE_RENDEZVOUS);
+  EXPECT_EQ(Worker(a).state(), v1::WORKER_STATE_BUSY);
+  EXPECT_EQ(Worker(b).rank(), 1u);
+  EXPECT_EQ(Worker(c).state(), v1::WORKER_STATE_IDLE);
+  // An acknowledged assignment is handed out once (coordinator_reattach_test.cc: one whose
+  // answer was lost is handed out again).
+  CapturedAssignment acked;
+  coordinator_.WaitAssignmentAsync(a, clock_.Now(), acked.Callback(), 0, AttemptOf(*first));
+  ASSERT_TRUE(acked.value().ok());
+  EXPECT_FALSE(acked.value()->has_value());
+}
+
+TEST_F(CoordinatorTest, StrictFifoHeadBlocksSmallerJobsBehindIt) {
+  const WorkerId a = Register("a");
+  const WorkerId b = Register("b");
+  const JobId big = Submit(3);
+  const JobId small = Submit(1);
+  EXPECT_EQ(Job(big).state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(Job(small).state(), v1::JOB_STATE_QUEUED);  // no backfilling
+
+  const WorkerId c = Register("c");
+  EXPECT_EQ(Job(big).state(), v1::JOB_STATE_RENDEZVOUS);
+  EXPECT_EQ(Job(small).state(), v1::JOB_STATE_QUEUED);
+
+  // When the big job ends its workers are free again and the next job is placed on rank 0 = the
+  // oldest worker.
+  ASSERT_TRUE(coordinator_.CancelJob(big, "make room").ok());
+  EXPECT_EQ(Job(small).state(), v1::JOB_STATE_RENDEZVOUS);
+  EXPECT_EQ(Job(small).ranks(0).worker_id(), a.value());
+  (void)b;
+  (void)c;
+}
+
+TEST_F(CoordinatorTest, CancellingTheBlockedHeadStartsTheJobBehindIt) {
+  const WorkerId a = Register("a");
+  const JobId big = Submit(2);
+  const JobId small = Submit(1);
+  EXPECT_EQ(Job(big).state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(Job(small).state(), v1::JOB_STATE_QUEUED);
+  ASSERT_TRUE(coordinator_.CancelJob(big, "too big").ok());
+  // No other submit or registration needed: the cancel itself reschedules.
+  EXPECT_EQ(Job(small).state(), v1::JOB_STATE_RENDEZVOUS);
+  EXPECT_TRUE(TakeAssignment(a).has_value());
+}
+
+TEST_F(CoordinatorTest, AQueuedJobSaysWhyItWaits) {
+  Register("a");
+  const JobId big = Submit(3);
+  const JobId behind = Submit(1);
+  EXPECT_EQ(Job(big).queued_reason(),
+            "world_size 3 > 1 registered workers: register more workers or lower world_size");
+  EXPECT_EQ(Job(behind).queued_reason(),
+            absl::StrCat("behind ", big.value(), " (strict FIFO: no job overtakes the queue's "
+                         "head)"));
+  const JobId gpu = Submit(1, "nccl");
+  ASSERT_TRUE(coordinator_.CancelJob(big, "").ok());
+  EXPECT_EQ(Job(behind).queued_reason(), "");  // it started
+  EXPECT_THAT(Job(gpu).queued_reason(),
+              ::testing::StartsWith("needs 1 workers with a cuda device; 0 registered"));
+  Register("b");
+  Register("c", "cuda");
+  EXPECT_EQ(Job(gpu).state(), v1::JOB_STATE_RENDEZVOUS);
+  // Both CPU-capable idle workers taken by two 1-rank jobs: a 2-rank job waits for them.
+  const JobId two = Submit(3);
+  EXPECT_THAT(Job(two).queued_reason(), ::testing::StartsWith("waiting for 3 idle workers: 1 of 3"));
+}
+
+TEST_F(CoordinatorTest, SubmitRefusesJobsBeyondTheQueueLimit) {
+  CoordinatorOptions options = Options();
+  options.max_queued_jobs = 2;
+  InMemoryJobStore store;
+  Coordinator limited(options, &clock_, &store);
+  v1::JobSpec spec;
+  spec.set_world_size(1);
+  ASSERT_TRUE(limited.SubmitJob(spec).ok());
+  ASSERT_TRUE(limited.SubmitJob(spec).ok());
+  absl::StatusOr<Coordinator::Submitted> third = limited.SubmitJob(spec);
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(third.status().message()), ::testing::HasSubstr("--max_queued_jobs"));
+}
+
+TEST_F(CoordinatorTest, NcclJobGoesToCudaWorkerGlooJobToAnyWorker) {
+  const WorkerId cpu = Register("cpu", "cpu");
+  const WorkerId gpu = Register("gpu", "cuda");
+  const JobId nccl = Submit(1, "nccl");
+  const JobId gloo = Submit(1, "gloo");
+  EXPECT_EQ(Job(nccl).ranks(0).worker_id(), gpu.value());
+  EXPECT_EQ(Job(gloo).ranks(0).worker_id(), cpu.value());
+}
+
+TEST_F(CoordinatorTest, SuccessfulJobWalksTheStateMachineWithReasonsAndIsSaved) {
+  const WorkerId a = Register("a");
+  const WorkerId b = Register("b");
+  const absl::Time submitted = clock_.Now();
+  const JobId job = Submit(2);
+  clock_.Advance(absl::Seconds(1));
+  const std::vector<v1::Assignment> assignments = TakeAndJoin({a, b});
+  clock_.Advance(absl::Seconds(1));
+  for (const v1::Assignment& assignment : assignments) {
+    ASSERT_TRUE(coordinator_
+                    .FinishRank(AttemptOf(assignment), Rank(assignment.rank()),
+                                {true, "", assignment.rank() == 0 ? "/ckpt/final" : ""})
+                    .ok());
+  }
+  const v1::JobStatus status = Job(job);
+  EXPECT_THAT(States(status),
+              ElementsAre(v1::JOB_STATE_QUEUED, v1::JOB_STATE_RENDEZVOUS, v1::JOB_STATE_RUNNING,
+                          v1::JOB_STATE_SUCCEEDED));
+  EXPECT_EQ(status.transitions(0).reason(), "submitted");
+  EXPECT_THAT(status.transitions(1).reason(), HasSubstr("rank 0: worker a on host-a"));
+  EXPECT_EQ(status.transitions(2).reason(), "all 2 ranks joined");
+  EXPECT_EQ(status.transitions(3).reason(), "all 2 ranks finished");
+  EXPECT_EQ(status.transitions(0).time_unix_ms(), absl::ToUnixMillis(submitted));
+  EXPECT_EQ(status.transitions(2).time_unix_ms(),
+            absl::ToUnixMillis(submitted + absl::Seconds(1)));
+  EXPECT_EQ(status.transitions(3).time_unix_ms(),
+            absl::ToUnixMillis(submitted + absl::Seconds(2)));
+  EXPECT_EQ(status.checkpoint_path(), "/ckpt/final");
+  EXPECT_EQ(Worker(a).state(), v1::WORKER_STATE_IDLE);
+  EXPECT_EQ(Worker(b).state(), v1::WORKER_STATE_IDLE);
+
+  // Every transition (4) and every rank's end (2) reached the store; the last save is the
+  // final state.
+  EXPECT_EQ(store_.save_count(), 6);
+  absl::StatusOr<std::vector<v1::JobStatus>> saved = store_.LoadAll();
+  ASSERT_TRUE(saved.ok());
+  ASSERT_EQ(saved->size(), 1u);
+  EXPECT_EQ((*saved)[0].state(), v1::JOB_STATE_SUCCEEDED);
+  // One log line per transition.
+  EXPECT_THAT(log_, testing::Contains(HasSubstr("job job-000001 RUNNING -> SUCCEEDED")));
+}
+
+TEST_F(CoordinatorTest, SubmitRejectsAnInvalidSpecNamingTheField) {
+  v1::JobSpec spec;  // world_size 0
+  absl::StatusOr<Coordinator::Submitted> submitted = coordinator_.SubmitJob(spec);
+  EXPECT_EQ(submitted.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(submitted.status().message(), HasSubstr("world_size"));
+  EXPECT_TRUE(coordinator_.ListJobs().empty());
+}
+
+TEST_F(CoordinatorTest, ParkedWaitAssignmentIsAnsweredWhenAJobArrives) {
+  const WorkerId a = Register("a");
+  CapturedAssignment captured;
+  coordinator_.WaitAssignmentAsync(a, clock_.Now() + absl::Seconds(10), captured.Callback());
+  EXPECT_EQ(captured.calls(), 0);
+  Submit(1);
+  ASSERT_EQ(captured.calls(), 1);
+  ASSERT_TRUE(captured.value().ok());
+  ASSERT_TRUE(captured.value()->has_value());
+  EXPECT_EQ((*captured.value())->job_id(), "job-000001");
+}
+
+TEST_F(CoordinatorTest, WaitAssignmentDeadlineIsClampedToMaxWait) {
+  const WorkerId a = Register("a");
+  CapturedAssignment captured;
+  coordinator_.WaitAssignmentAsync(a, clock_.Now() + absl::Hours(1), captured.Callback());
+  for (int i = 0; i < 29; ++i) {
+    ASSERT_TRUE(coordinator_.Heartbeat(a, 1).ok());  // stays alive
+    Advance(absl::Seconds(1));
+  }
+  EXPECT_EQ(captured.calls(), 0);
+  ASSERT_TRUE(coordinator_.Heartbeat(a, 1).ok());
+  Advance(absl::Seconds(1));
+  ASSERT_EQ(captured.calls(), 1);
+  ASSERT_TRUE(captured.value().ok());
+  EXPECT_FALSE(captured.value()->has_value());
+}
+
+TEST_F(CoordinatorTest, NewerWaitAssignmentReplacesTheOlder) {
+  const WorkerId a = Register("a");
+  CapturedAssignment older;
+  CapturedAssignment newer;
+  coordinator_.WaitAssignmentAsync(a, clock_.Now() + absl::Seconds(10), older.Callback());
+  coordinator_.WaitAssignmentAsync(a, clock_.Now() + absl::Seconds(10), newer.Callback());
+  ASSERT_EQ(older.calls(), 1);
+  EXPECT_FALSE(older.value()->has_value());
+  Submit(1);
+  ASSERT_EQ(newer.calls(), 1);
+  EXPECT_TRUE(newer.value()->has_value());
+}
+
+TEST_F(CoordinatorTest, UnknownIdsAreNotFound) {
+  CapturedAssignment captured;
+  coordinator_.WaitAssignmentAsync(WorkerId("w-9"), clock_.Now(), captured.Callback());
+  ASSERT_EQ(captured.calls(), 1);
+  EXPECT_EQ(captured.value().status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(coordinator_.Heartbeat(WorkerId("w-9"), 1).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(coordinator_.GetJob(JobId("job-000009")).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(coordinator_.CancelJob(JobId("job-000009"), "").code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(CoordinatorTest, RegisterRejectsMissingNameAndDevices) {
+  v1::Device cpu;
+  cpu.set_kind("cpu");
+  v1::Device tpu;
+  tpu.set_kind("tpu");
+  EXPECT_EQ(coordinator_.RegisterWorker("", "h", {cpu}, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(coordinator_.RegisterWorker("a", "h", {}, 1).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  const absl::Status bad_kind = coordinator_.RegisterWorker("a", "h", {cpu, tpu}, 1).status();
+  EXPECT_EQ(bad_kind.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad_kind.message(), HasSubstr("devices[1].kind"));
+  EXPECT_TRUE(coordinator_.ListWorkers().empty());
+}
+
+}  // namespace
+}  // namespace ringleader

@@ -1,0 +1,53 @@
+// Strict FIFO placement of queued jobs onto idle workers. Pure functions, no state.
+//
+// Policy:
+//   * The oldest queued job (the head) is placed first; if it does not fit, nothing behind it is
+//     placed (no backfilling: a big job is never starved by small ones behind it).
+//   * A job of world size N takes N IDLE workers that can serve it. A "nccl" job needs workers
+//     with a device of kind "cuda"; any other backend ("gloo") runs on any worker.
+//   * Ranks 0..N-1 go to the chosen workers in registration order (oldest first), so placement
+//     is deterministic.
+//   * A job larger than the number of workers that could ever serve it stays queued (workers may
+//     still register); it can be cancelled.
+#ifndef RINGLEADER_COORDINATOR_CORE_SCHEDULER_H_
+#define RINGLEADER_COORDINATOR_CORE_SCHEDULER_H_
+
+#include <string>
+#include <vector>
+
+#include "common/ids.h"
+#include "coordinator/core/worker_registry.h"
+#include "proto/ringleader.pb.h"
+
+namespace ringleader {
+
+// True when `worker` has what a rank of `spec` needs (see the policy above). Ignores state.
+bool CanServe(const v1::JobSpec& spec, const WorkerRecord& worker);
+
+struct QueuedJob {
+  JobId id;
+  const v1::JobSpec* spec;  // not owned
+};
+
+// One placed job: ranks[r] runs rank r.
+struct Placement {
+  JobId job;
+  std::vector<WorkerRecord*> ranks;
+};
+
+// Places jobs from the front of `queue` (oldest first) onto the IDLE workers among `workers`
+// (registration order), each worker at most once, stopping at the first job that does not fit.
+std::vector<Placement> PlanFifo(const std::vector<QueuedJob>& queue,
+                                const std::vector<WorkerRecord*>& workers);
+
+// Why queue[index] is still queued after PlanFifo placed the first `placed` jobs of `queue`:
+//   the head: "needs 2 workers with a cuda device; 0 registered" / "world_size 9 > 3 registered
+//   workers: register more workers or lower world_size" / "waiting for 2 idle workers: 1 of 3
+//   suitable workers is idle (the others run jobs)"; a job behind the head: "behind job-000004
+//   (strict FIFO: no job overtakes the queue's head)". Workers that are LOST do not count.
+std::string WhyQueued(const std::vector<QueuedJob>& queue, size_t index, size_t placed,
+                      const std::vector<WorkerRecord*>& workers);
+
+}  // namespace ringleader
+
+#endif  // RINGLEADER_COORDINATOR_CORE_SCHEDULER_H_

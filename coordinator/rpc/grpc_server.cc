@@ -1,0 +1,63 @@
+#include "coordinator/rpc/grpc_server.h"
+
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+
+namespace ringleader {
+
+absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+    const std::string& listen, std::shared_ptr<grpc::ServerCredentials> credentials,
+    RpcHandler* handler, const TokenStore* tokens, const AttemptTokens* attempt_tokens) {
+  const size_t colon = listen.rfind(':');
+  int requested_port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(listen.substr(colon + 1), &requested_port) || requested_port < 0 ||
+      requested_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "listen address \"", listen, "\" is not host:port (e.g. 127.0.0.1:7070; port 0 picks "
+        "a free port)"));
+  }
+  std::unique_ptr<CoordinatorServer> server(new CoordinatorServer(handler, tokens, attempt_tokens));
+  // grpc.health.v1 (per service, "" for the whole server) and server reflection, so generic
+  // clients (grpcurl, grpc_health_probe, load balancers) can probe and call the services.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  // gRPC sets SO_REUSEPORT by default: a second server on a taken port would then share it
+  // silently instead of failing.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
+  builder.AddListeningPort(listen, std::move(credentials), &server->port_);
+  builder.RegisterService(&server->worker_service_);
+  builder.RegisterService(&server->job_service_);
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->port_ == 0) {
+    return absl::UnavailableError(absl::StrCat(
+        "could not listen on ", listen, ": address in use or not local? pick another --listen"));
+  }
+  server->address_ = absl::StrCat(listen.substr(0, colon), ":", server->port_);
+  grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
+  for (const char* service : {"", kWorkerServiceName, kJobServiceName}) {
+    health->SetServingStatus(service, true);
+  }
+  return server;
+}
+
+// Any past deadline cancels in-flight calls at once.
+CoordinatorServer::~CoordinatorServer() { Shutdown(absl::UnixEpoch()); }
+
+void CoordinatorServer::Shutdown(absl::Time deadline) {
+  if (shut_down_ || server_ == nullptr) return;  // a failed Start has no server
+  shut_down_ = true;
+  // Probes see NOT_SERVING while the calls in flight drain.
+  server_->GetHealthCheckService()->SetServingStatus(false);
+  worker_service_.CloseHeartbeatStreams();
+  server_->Shutdown(absl::ToChronoTime(deadline));
+  server_->Wait();
+}
+
+}  // namespace ringleader
