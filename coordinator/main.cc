@@ -16,30 +16,19 @@
 #include <fstream>
 #include <memory>
 #include <string>
-#include <thread>
-#include <vector>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
-#include "coordinator/core/coordinator.h"
-#include "coordinator/http/dashboard/dashboard_routes.h"
-#include "coordinator/rpc/grpc_server.h"
-#include "coordinator/http/http_server.h"
-#include "coordinator/store/job_store.h"
-#include "coordinator/core/options.h"
-#include "coordinator/http/prometheus_text.h"
-#include "coordinator/rpc/rpc_handler.h"
-#include "coordinator/rpc/rpc_stats.h"
-#include "coordinator/rpc/token_store.h"
-#include "coordinator/store/sqlite_job_store.h"
 #include "common/tls/tls_credentials.h"
+#include "coordinator/core/options.h"
+#include "coordinator/rpc/token_store.h"
+#include "coordinator/server/coordinator_server.h"
 #include "grpcpp/security/server_credentials.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
@@ -241,78 +230,47 @@ int Run() {
                      "submit and cancel");
   }
 
-  InMemoryJobStore memory_store;
-  std::unique_ptr<SqliteJobStore> durable_store;
-  JobStore* store = &memory_store;
-  if (const std::string dir = absl::GetFlag(FLAGS_state_dir); !dir.empty()) {
-    absl::StatusOr<std::unique_ptr<SqliteJobStore>> opened = SqliteJobStore::Open(dir);
-    if (!opened.ok()) {
-      std::fprintf(stderr, "ringleader-coordinator: %s\n", opened.status().ToString().c_str());
-      return 1;
-    }
-    durable_store = std::move(*opened);
-    store = durable_store.get();
-    Log(absl::Now(), absl::StrCat("job store: ", durable_store->path()));
-  } else {
+  const std::string state_dir = absl::GetFlag(FLAGS_state_dir);
+  if (state_dir.empty()) {
     Log(absl::Now(), "job store: in memory (no --state_dir): jobs are lost when this stops");
   }
+  const std::string http_listen = absl::GetFlag(FLAGS_http_listen);
+  CoordinatorServerOptions server_options;
+  server_options.instance.coordinator = options;
+  server_options.instance.state_dir = state_dir;
   // Per-attempt tokens for the ranks; their secret lives with the state (same tokens after a
   // restart, for the ranks that come back).
-  const std::string state_dir = absl::GetFlag(FLAGS_state_dir);
-  absl::StatusOr<std::string> secret = AttemptTokens::LoadOrCreateSecret(
-      state_dir.empty() ? "" : state_dir + "/attempt_secret");
-  if (!secret.ok()) {
-    std::fprintf(stderr, "ringleader-coordinator: %s\n",
-                 std::string(secret.status().message()).c_str());
-    return 1;
-  }
-  const AttemptTokens attempt_tokens(*secret);
-  options.attempt_tokens = &attempt_tokens;
-  Coordinator coordinator(options, Clock::Real(), store, Log);
-  {
-    absl::StatusOr<std::vector<v1::JobStatus>> saved = store->LoadAll();
-    absl::Status restored = saved.ok() ? coordinator.Restore(std::move(*saved)) : saved.status();
-    if (!restored.ok()) {
-      std::fprintf(stderr, "ringleader-coordinator: loading the job store: %s\n",
-                   restored.ToString().c_str());
-      return 1;
-    }
-  }
-  RpcStats rpc_stats;
-  RpcHandler handler(&coordinator, &rpc_stats);
-  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Start(
-      absl::GetFlag(FLAGS_listen), *credentials, &handler, tokens.get(), &attempt_tokens);
+  server_options.instance.attempt_tokens = true;
+  server_options.instance.log = Log;
+  server_options.instance.check_every = kTick;
+  server_options.listen = absl::GetFlag(FLAGS_listen);
+  server_options.credentials = *credentials;
+  server_options.tokens = tokens.get();
+  // Started before the port file is written: whoever waits for it may scrape at once.
+  server_options.http_listen = http_listen;
+  CoordinatorPart failed = CoordinatorPart::kJobStore;
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
+      CoordinatorServer::Start(std::move(server_options), &failed);
   if (!server.ok()) {
-    std::fprintf(stderr, "ringleader-coordinator: %s\n", server.status().ToString().c_str());
+    std::string error = server.status().ToString();
+    switch (failed) {
+      case CoordinatorPart::kAttemptSecret:
+        error = std::string(server.status().message());
+        break;
+      case CoordinatorPart::kRestore:
+        error = absl::StrCat("loading the job store: ", error);
+        break;
+      case CoordinatorPart::kHttpServer:
+        error = absl::StrCat("--http_listen: ", error);
+        break;
+      case CoordinatorPart::kJobStore:
+      case CoordinatorPart::kGrpcServer:
+        break;
+    }
+    std::fprintf(stderr, "ringleader-coordinator: %s\n", error.c_str());
     return 1;
   }
-  // The dashboard's API calls the same handler methods as gRPC, uncounted: the RPC series of
-  // /metrics count gRPC calls only.
-  RpcHandler http_handler(&coordinator);
-  // Before the port file is written: whoever waits for it may scrape at once.
-  std::unique_ptr<HttpServer> http_server;
-  if (const std::string http_listen = absl::GetFlag(FLAGS_http_listen); !http_listen.empty()) {
-    HttpRouter router;
-    absl::Status routed = AddMetricsRoute(&router, [&coordinator, &rpc_stats] {
-      // Both snapshots are copies: the text is formatted outside every lock.
-      return CoordinatorMetricsText(coordinator.Metrics(), rpc_stats.Take());
-    });
-    if (routed.ok()) routed = AddDashboardRoutes(&http_handler, &router);
-    absl::StatusOr<std::unique_ptr<HttpServer>> started =
-        routed.ok() ? HttpServer::Start(http_listen, std::move(router))
-                    : absl::StatusOr<std::unique_ptr<HttpServer>>(routed);
-    if (!started.ok()) {
-      std::fprintf(stderr, "ringleader-coordinator: --http_listen: %s\n",
-                   started.status().ToString().c_str());
-      (*server)->Shutdown(absl::Now());
-      return 1;
-    }
-    http_server = std::move(*started);
-    Log(absl::Now(), absl::StrCat("serving metrics on http://", http_server->address(),
-                                  "/metrics"));
-    Log(absl::Now(), absl::StrCat("serving the dashboard on http://", http_server->address(),
-                                  "/"));
-  } else {
+  if (http_listen.empty()) {
     Log(absl::Now(), "metrics: no HTTP server (--http_listen is empty)");
   }
   std::printf("ringleader-coordinator listening on %s\n", (*server)->address().c_str());
@@ -324,11 +282,6 @@ int Run() {
       return 1;
     }
   }
-
-  absl::Notification stop_ticker;
-  std::thread ticker([&] {
-    while (!stop_ticker.WaitForNotificationWithTimeout(kTick)) coordinator.CheckStaleness();
-  });
 
   int signal_number = 0;
   while (sigwait(&stop_signals, &signal_number) == 0 && signal_number == SIGHUP) {
@@ -343,11 +296,9 @@ int Run() {
                                                   "; the tokens in use stay"));
   }
   Log(absl::Now(), absl::StrCat("received ", strsignal(signal_number), ": shutting down"));
-  stop_ticker.Notify();
-  ticker.join();
-  coordinator.Shutdown();  // answers parked long polls, so the server can drain
+  // The ticker and the core first (parked long polls are answered, so the server can drain),
+  // then the gRPC and HTTP servers.
   (*server)->Shutdown(absl::Now() + kShutdownGrace);
-  if (http_server != nullptr) http_server->Stop();
   Log(absl::Now(), "stopped");
   return 0;
 }

@@ -1,5 +1,5 @@
 // The coordinator at scale over gRPC on loopback: the server main.cc runs (CoordinatorServer on
-// 127.0.0.1:0, RpcHandler with RpcStats, in-memory job store, real clock, the staleness ticker)
+// 127.0.0.1:0: RpcHandler with RpcStats, in-memory job store, real clock, the staleness ticker)
 // in this process, in plaintext (main.cc's --insecure; TLS is not measured), driven by real gRPC
 // clients. For each world size N:
 //   (a) N workers RegisterWorker and park a WaitAssignment long poll, one job of world size N is
@@ -35,14 +35,10 @@
 // answer that is not what was set) stops the run with exit status 1.
 //
 //   bazel run -c opt //coordinator/bench:grpc_load_benchmark_grpc -- --ranks=64,256,1024
-#include <sys/resource.h>
-#include <time.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -55,22 +51,13 @@
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
 #include "coordinator/bench/load_benchmark_util.h"
 #include "coordinator/bench/pipelined_heartbeats.h"
-#include "coordinator/core/coordinator.h"
-#include "coordinator/core/options.h"
-#include "coordinator/rpc/grpc_server.h"
-#include "coordinator/rpc/rpc_handler.h"
-#include "coordinator/rpc/rpc_stats.h"
-#include "coordinator/store/job_store.h"
+#include "coordinator/server/coordinator_server.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/ringleader.grpc.pb.h"
 #include "proto/ringleader.pb.h"
@@ -95,35 +82,21 @@ ABSL_FLAG(bool, mutex_deadlock_detection, true,
 namespace ringleader {
 namespace {
 
+using bench::BlobByte;
+using bench::Check;
+using bench::Checked;
+using bench::CpuPerCall;
 using bench::CpuSeconds;
+using bench::Expect;
+using bench::Fail;
+using bench::Hostname;
+using bench::kStepsPerReport;
+using bench::Rate;
 using bench::StepOf;
-using bench::ThreadCpuSeconds;
 using bench::Thousands;
 
-constexpr int kStepsPerReport = 20;
-constexpr int kRanksPerHost = 8;
 constexpr absl::Duration kLongPollMargin = absl::Seconds(5);  // GrpcCoordinatorClient's default
-constexpr absl::Duration kTick = absl::Milliseconds(100);     // main.cc's staleness ticker
 
-// Fails the benchmark loudly: a figure measured on a broken path means nothing. May run on any
-// thread, so it leaves at once (no static destructors racing the gRPC threads).
-[[noreturn]] void Fail(const absl::Status& status, const std::string& what) {
-  std::fprintf(stderr, "FAILED: %s: %s\n", what.c_str(), status.ToString().c_str());
-  std::fflush(stderr);
-  std::fflush(stdout);
-  std::_Exit(1);
-}
-void Check(const absl::Status& status, const std::string& what) {
-  if (!status.ok()) Fail(status, what);
-}
-template <typename T>
-T Checked(absl::StatusOr<T> result, const std::string& what) {
-  Check(result.status(), what);
-  return *std::move(result);
-}
-void Expect(bool ok, const std::string& what) {
-  if (!ok) Fail(absl::InternalError("unexpected answer"), what);
-}
 absl::Status FromGrpc(const grpc::Status& status, const char* rpc) {
   return FromGrpcStatus(status, rpc);
 }
@@ -131,7 +104,6 @@ absl::Status FromGrpc(const grpc::Status& status, const char* rpc) {
 std::chrono::system_clock::time_point DeadlineIn(absl::Duration timeout) {
   return absl::ToChronoTime(absl::Now() + timeout);
 }
-
 
 // Runs fn(i) for i in [0, n) on --threads threads, each taking the next i.
 void ParallelFor(size_t n, const std::function<void(size_t)>& fn) {
@@ -147,13 +119,7 @@ void ParallelFor(size_t n, const std::function<void(size_t)>& fn) {
 
 // The server of main.cc with its core, in process, on 127.0.0.1:0; and the clients' channels.
 struct Cluster {
-  InMemoryJobStore store;
-  std::unique_ptr<Coordinator> coordinator;
-  RpcStats rpc_stats;
-  std::unique_ptr<RpcHandler> handler;
   std::unique_ptr<CoordinatorServer> server;
-  absl::Notification stop_ticker;
-  std::thread ticker;
 
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<GrpcCoordinatorClient>> clients;  // by channel; unary heartbeats
@@ -178,36 +144,17 @@ struct Cluster {
     streaming.clear();
     clients.clear();  // cancels nothing in flight: every call has returned
     channels.clear();
-    if (ticker.joinable()) {
-      stop_ticker.Notify();
-      ticker.join();
-    }
-    if (coordinator != nullptr) coordinator->Shutdown();
     if (server != nullptr) server->Shutdown(absl::Now() + absl::Seconds(5));
   }
 };
 
 std::unique_ptr<Cluster> StartCluster(uint32_t n) {
   auto cluster = std::make_unique<Cluster>();
-  CoordinatorOptions options;
-  options.max_wait = absl::Seconds(600);
-  options.rendezvous_timeout = absl::Seconds(600);
-  options.heartbeat_timeout = absl::Seconds(600);
-  options.limits.max_world_size = n;
-  // The ranks report as fast as the coordinator answers: its throughput is measured, not the
-  // per-rank limit real ranks stay far below.
-  options.max_reports_per_second_per_rank = 0;
-  cluster->coordinator = std::make_unique<Coordinator>(options, Clock::Real(), &cluster->store);
-  cluster->handler = std::make_unique<RpcHandler>(cluster->coordinator.get(), &cluster->rpc_stats);
+  CoordinatorServerOptions options;
+  options.instance.coordinator = bench::LoadOptions(n);
+  options.listen = "127.0.0.1:0";
   cluster->server =
-      Checked(CoordinatorServer::Start("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                                       cluster->handler.get()),
-              "CoordinatorServer::Start");
-  Coordinator* coordinator = cluster->coordinator.get();
-  Cluster* raw = cluster.get();
-  cluster->ticker = std::thread([raw, coordinator] {
-    while (!raw->stop_ticker.WaitForNotificationWithTimeout(kTick)) coordinator->CheckStaleness();
-  });
+      Checked(CoordinatorServer::Start(std::move(options)), "CoordinatorServer::Start");
 
   GrpcCoordinatorClientOptions client_options;
   client_options.call_timeout = absl::GetFlag(FLAGS_call_timeout);
@@ -244,13 +191,8 @@ struct Tally {
   std::atomic<uint64_t> bytes_answered{0};  // values in answers
 };
 
-std::string Prefix(const Cluster& cluster) {
-  return absl::StrCat(cluster.job_id, "/", cluster.generation, "/gloo/");
-}
-std::string Hostname(uint32_t r) { return absl::StrCat("host-", r / kRanksPerHost); }
-char BlobByte(uint32_t r) { return static_cast<char>('a' + r % 26); }
 std::string Blob(uint32_t n, uint32_t r) {
-  return std::string(static_cast<size_t>(n - 1) * absl::GetFlag(FLAGS_address_bytes), BlobByte(r));
+  return bench::Blob(n, r, static_cast<size_t>(absl::GetFlag(FLAGS_address_bytes)));
 }
 uint32_t WaitMs() {
   return static_cast<uint32_t>(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_wait_timeout)));
@@ -370,7 +312,7 @@ void StartJob(Cluster& cluster, uint32_t n, Phases* phases, Tally* tally) {
 
 // (a), the rendezvous: KvGlooStore's batched calls, phase by phase.
 void Rendezvous(Cluster& cluster, uint32_t n, Phases* phases, Tally* tally) {
-  const std::string prefix = Prefix(cluster);
+  const std::string prefix = bench::KvPrefix(cluster.job_id, cluster.generation);
   const size_t address_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_address_bytes));
   auto set = [&](size_t r, const std::string& key, std::string value) {
     v1::KvSetRequest request;
@@ -404,7 +346,9 @@ void Rendezvous(Cluster& cluster, uint32_t n, Phases* phases, Tally* tally) {
   ParallelFor(n - 1, [&](size_t i) {
     const size_t r = i + 1;  // rank 0 has no lower rank
     v1::KvGetManyRequest request;
-    for (size_t j = 0; j < r; ++j) request.add_keys(absl::StrCat(prefix, "rank_", j));
+    for (std::string& key : bench::HostnameKeys(prefix, static_cast<uint32_t>(r))) {
+      request.add_keys(std::move(key));
+    }
     v1::KvGetManyResponse response = get_many(r, &request);
     for (size_t j = 0; j < r; ++j) {
       Expect(response.values(static_cast<int>(j)) == Hostname(static_cast<uint32_t>(j)),
@@ -420,13 +364,11 @@ void Rendezvous(Cluster& cluster, uint32_t n, Phases* phases, Tally* tally) {
 
   start = absl::Now();
   ParallelFor(n, [&](size_t r) {
+    bench::PeerKeys peers = bench::AddressKeys(prefix, n, static_cast<uint32_t>(r));
     v1::KvGetManyRequest request;
-    request.set_parts(n - 1);
-    for (uint32_t j = 0; j < n; ++j) {
-      if (j == r) continue;
-      request.add_keys(absl::StrCat(prefix, j));
-      request.add_part_index(static_cast<uint32_t>(r > j ? r - 1 : r));
-    }
+    request.set_parts(peers.parts.count);
+    for (std::string& key : peers.keys) request.add_keys(std::move(key));
+    for (uint32_t part : peers.parts.index) request.add_part_index(part);
     v1::KvGetManyResponse response = get_many(r, &request);
     int at = 0;
     for (uint32_t j = 0; j < n; ++j) {
@@ -439,86 +381,42 @@ void Rendezvous(Cluster& cluster, uint32_t n, Phases* phases, Tally* tally) {
   phases->addresses_got = absl::Now() - start;
 }
 
-// A sustained run: units done per second, and the CPU it took.
-struct Rate {
-  uint64_t units = 0;
-  double per_second = 0;
-  double cpu = 0;          // the whole process
-  double calling_cpu = 0;  // the client threads making the calls
-};
-
-// Runs body(t) on --threads threads until --seconds passed; body returns the units it did.
+// Runs body(t) on --threads threads t until --seconds passed.
 Rate Sustained(const std::function<uint64_t(int)>& body) {
-  const int threads = absl::GetFlag(FLAGS_threads);
-  const absl::Duration run = absl::Seconds(absl::GetFlag(FLAGS_seconds));
-  std::atomic<uint64_t> units{0};
-  absl::Mutex mu;
-  double calling_cpu = 0;
-  const double cpu_start = CpuSeconds();
-  const absl::Time start = absl::Now();
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      const double mine_start = ThreadCpuSeconds();
-      uint64_t mine = 0;
-      while (absl::Now() - start < run) mine += body(t);
-      units += mine;
-      const double used = ThreadCpuSeconds() - mine_start;
-      absl::MutexLock lock(&mu);
-      calling_cpu += used;
-    });
-  }
-  for (std::thread& thread : pool) thread.join();
-  const absl::Duration took = absl::Now() - start;
-  Rate rate;
-  rate.cpu = CpuSeconds() - cpu_start;
-  rate.calling_cpu = calling_cpu;
-  rate.units = units;
-  rate.per_second = static_cast<double>(rate.units) / absl::ToDoubleSeconds(took);
-  return rate;
-}
-
-// "X CPU us per call (Y in the calling threads)".
-std::string CpuPerCall(const Rate& rate, double calls) {
-  if (calls <= 0) return "no calls";
-  return absl::StrFormat("%.1f CPU us per call, %.1f of it in the calling threads",
-                         rate.cpu * 1e6 / calls, rate.calling_cpu * 1e6 / calls);
+  return bench::Sustained(absl::GetFlag(FLAGS_threads),
+                          absl::Seconds(absl::GetFlag(FLAGS_seconds)), body);
 }
 
 // (b): thread t's workers (w = t mod threads) heartbeat once each, unary or each on its own
 // stream; returns heartbeats sent.
 uint64_t HeartbeatRound(Cluster& cluster, int t, bool streamed) {
-  const int threads = absl::GetFlag(FLAGS_threads);
-  uint64_t sent = 0;
   v1::HeartbeatRequest request;
-  for (size_t w = static_cast<size_t>(t); w < cluster.workers.size(); w += threads) {
+  auto beat = [&](size_t w) {
     request.set_worker_id(cluster.workers[w]);
     request.set_incarnation(w + 1);
     GrpcCoordinatorClient& client = streamed ? *cluster.streaming[w] : cluster.client(w);
     v1::HeartbeatResponse response = Checked(client.Heartbeat(request), "Heartbeat");
     Expect(response.abort_size() == 0, "Heartbeat: told to abort");
-    ++sent;
-  }
-  return sent;
+  };
+  return bench::ForShare(t, absl::GetFlag(FLAGS_threads), cluster.workers.size(), beat);
 }
 
 // (c): thread t's ranks each report their next batch of 20 steps; returns rank-steps sent.
 uint64_t ReportRound(Cluster& cluster, int t, std::vector<uint64_t>* next_step) {
-  const int threads = absl::GetFlag(FLAGS_threads);
-  uint64_t sent = 0;
-  for (uint32_t r = static_cast<uint32_t>(t); r < cluster.assignments.size(); r += threads) {
+  auto report = [&](size_t r) {
+    const uint32_t rank = static_cast<uint32_t>(r);
     v1::ReportProgressRequest request;
     request.set_job_id(cluster.job_id);
     request.set_generation(cluster.generation);
-    request.set_rank(r);
+    request.set_rank(rank);
     uint64_t& step = (*next_step)[r];
-    for (int i = 0; i < kStepsPerReport; ++i) *request.add_steps() = StepOf(++step, r);
+    for (int i = 0; i < kStepsPerReport; ++i) *request.add_steps() = StepOf(++step, rank);
     v1::ReportProgressResponse response =
         Checked(cluster.client(r).ReportProgress(request), "ReportProgress");
     if (response.stop()) Fail(absl::AbortedError(response.stop_reason()), "ReportProgress stop");
-    sent += kStepsPerReport;
-  }
-  return sent;
+  };
+  return kStepsPerReport * bench::ForShare(t, absl::GetFlag(FLAGS_threads),
+                                           cluster.assignments.size(), report);
 }
 
 void Measure(uint32_t n) {
@@ -557,7 +455,8 @@ void Measure(uint32_t n) {
     const uint64_t batch = (cluster->workers.size() + threads - 1) / threads;
     PipelinedHeartbeats driver(mode, std::move(stubs), std::move(beats), threads,
                                absl::GetFlag(FLAGS_call_timeout));
-    return Sustained([&](int t) { return Checked(driver.Beats(t, batch), "pipelined heartbeats"); });
+    return Sustained(
+        [&](int t) { return Checked(driver.Beats(t, batch), "pipelined heartbeats"); });
   };
   const Rate unary_pipelined = all_in_flight(PipelinedHeartbeats::Mode::kUnary);
   const Rate pipelined = all_in_flight(PipelinedHeartbeats::Mode::kStreamed);
@@ -605,15 +504,7 @@ void Measure(uint32_t n) {
 }
 
 int Main() {
-  std::vector<uint32_t> sizes;
-  for (const std::string& text : absl::GetFlag(FLAGS_ranks)) {
-    uint32_t n = 0;
-    if (!absl::SimpleAtoi(text, &n) || n < 2) {
-      std::fprintf(stderr, "--ranks: \"%s\" is not a world size >= 2\n", text.c_str());
-      return 2;
-    }
-    sizes.push_back(n);
-  }
+  const std::vector<uint32_t> sizes = bench::WorldSizesOrExit(absl::GetFlag(FLAGS_ranks));
   if (absl::GetFlag(FLAGS_threads) < 1 || absl::GetFlag(FLAGS_channels) < 1 ||
       absl::GetFlag(FLAGS_seconds) <= 0 || absl::GetFlag(FLAGS_address_bytes) < 1 ||
       absl::GetFlag(FLAGS_call_timeout) <= absl::ZeroDuration() ||

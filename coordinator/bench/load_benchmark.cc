@@ -17,24 +17,22 @@
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/clock.h"
 #include "coordinator/bench/load_benchmark_util.h"
 #include "coordinator/core/coordinator.h"
-#include "coordinator/store/job_store.h"
+#include "coordinator/server/coordinator_instance.h"
 #include "proto/ringleader.pb.h"
 
 ABSL_FLAG(std::vector<std::string>, ranks, std::vector<std::string>({"64", "256", "1024"}),
@@ -47,44 +45,43 @@ ABSL_FLAG(int, address_bytes, 136,
 namespace ringleader {
 namespace {
 
+using bench::Check;
+using bench::Checked;
+using bench::Hostname;
+using bench::KvPrefix;
+using bench::kStepsPerReport;
+using bench::Rate;
 using bench::StepOf;
 using bench::Thousands;
 
-constexpr int kStepsPerReport = 20;
-constexpr int kRanksPerHost = 8;
+absl::Time Now() { return absl::Now(); }
 
-absl::Time Now() { return Clock::Real()->Now(); }
-
-// Fails the benchmark loudly: a figure measured on a broken path means nothing.
-void Check(const absl::Status& status, const char* what) {
-  if (status.ok()) return;
-  std::fprintf(stderr, "FAILED: %s: %s\n", what, status.ToString().c_str());
-  std::exit(1);
+std::string Blob(uint32_t n, uint32_t r) {
+  return bench::Blob(n, r, static_cast<size_t>(absl::GetFlag(FLAGS_address_bytes)));
 }
 
-// One coordinator with N registered workers whose job of world size N is assigned and joined.
+// One coordinator (the server's core: store, core and handler, no gRPC, no ticker: every
+// deadline here is far away) with N registered workers whose job of world size N is assigned
+// and joined.
 struct Cluster {
-  InMemoryJobStore store;
-  std::unique_ptr<Coordinator> coordinator;
+  std::unique_ptr<CoordinatorInstance> instance;
+  Coordinator* coordinator = nullptr;
   std::vector<WorkerId> workers;
   std::vector<v1::Assignment> assignments;  // by rank
   std::vector<WorkerId> rank_workers;       // by rank
   AttemptId attempt;
+  std::string prefix;    // of the attempt's rendezvous keys
   absl::Duration setup;  // register + assign + join
 };
 
 std::unique_ptr<Cluster> StartJob(uint32_t n) {
   auto cluster = std::make_unique<Cluster>();
-  CoordinatorOptions options;
-  options.max_wait = absl::Seconds(600);
-  options.rendezvous_timeout = absl::Seconds(600);
-  options.heartbeat_timeout = absl::Seconds(600);
-  options.limits.max_world_size = n;
-  // The ranks report as fast as the coordinator answers: its throughput is measured, not the
-  // per-rank limit real ranks stay far below.
-  options.max_reports_per_second_per_rank = 0;
-  cluster->coordinator = std::make_unique<Coordinator>(options, Clock::Real(), &cluster->store);
-  Coordinator& coordinator = *cluster->coordinator;
+  CoordinatorInstanceOptions options;
+  options.coordinator = bench::LoadOptions(n);
+  options.check_every = absl::ZeroDuration();
+  cluster->instance = Checked(CoordinatorInstance::Start(std::move(options)), "start");
+  Coordinator& coordinator = cluster->instance->coordinator();
+  cluster->coordinator = &coordinator;
   cluster->assignments.resize(n);
   cluster->rank_workers.resize(n);
   std::atomic<uint32_t> assigned{0};
@@ -93,10 +90,10 @@ std::unique_ptr<Cluster> StartJob(uint32_t n) {
   v1::Device device;
   device.set_kind("cpu");
   for (uint32_t w = 0; w < n; ++w) {
-    absl::StatusOr<Coordinator::Registration> registration = coordinator.RegisterWorker(
-        absl::StrCat("worker-", w), absl::StrCat("host-", w / kRanksPerHost), {device}, 1);
-    Check(registration.status(), "RegisterWorker");
-    cluster->workers.push_back(registration->id);
+    cluster->workers.push_back(
+        Checked(coordinator.RegisterWorker(absl::StrCat("worker-", w), Hostname(w), {device}, 1),
+                "RegisterWorker")
+            .id);
   }
   for (const WorkerId& worker : cluster->workers) {
     coordinator.WaitAssignmentAsync(
@@ -121,6 +118,7 @@ std::unique_ptr<Cluster> StartJob(uint32_t n) {
                               a.spec_fingerprint()),
           "JoinJob");
   }
+  cluster->prefix = KvPrefix(cluster->attempt.job.value(), cluster->attempt.generation.value());
   cluster->setup = Now() - start;
   return cluster;
 }
@@ -135,21 +133,10 @@ struct KvTally {
   uint64_t calls() const { return sets + gets + get_manys; }
 };
 
-std::string Prefix(const AttemptId& attempt) {
-  return absl::StrCat(attempt.job.value(), "/", attempt.generation.value(), "/gloo/");
-}
-
-std::string Hostname(uint32_t r) { return absl::StrCat("host-", r / kRanksPerHost); }
-
-std::string Blob(uint32_t n, uint32_t r) {
-  return std::string(static_cast<size_t>(n - 1) * absl::GetFlag(FLAGS_address_bytes),
-                     static_cast<char>('a' + r % 26));
-}
-
 // (a): key by key, as connectFullMesh through KvGlooStore did before KvGetMany.
 KvTally RendezvousKeyByKey(Cluster& cluster, uint32_t n) {
   Coordinator& c = *cluster.coordinator;
-  const std::string prefix = Prefix(cluster.attempt);
+  const std::string& prefix = cluster.prefix;
   const absl::Time deadline = Now() + absl::Seconds(600);
   KvTally tally;
   auto got = [&tally](absl::StatusOr<std::string> value) {
@@ -187,7 +174,7 @@ KvTally RendezvousKeyByKey(Cluster& cluster, uint32_t n) {
 // (b): batched, as KvGlooStore does with KvGetMany.
 KvTally RendezvousBatched(Cluster& cluster, uint32_t n) {
   Coordinator& c = *cluster.coordinator;
-  const std::string prefix = Prefix(cluster.attempt);
+  const std::string& prefix = cluster.prefix;
   const absl::Time deadline = Now() + absl::Seconds(600);
   KvTally tally;
   auto got = [&tally](absl::StatusOr<std::vector<std::string>> values) {
@@ -200,10 +187,7 @@ KvTally RendezvousBatched(Cluster& cluster, uint32_t n) {
     ++tally.sets;
   }
   for (uint32_t r = 1; r < n; ++r) {
-    std::vector<std::string> keys;
-    keys.reserve(r);
-    for (uint32_t i = 0; i < r; ++i) keys.push_back(absl::StrCat(prefix, "rank_", i));
-    c.KvGetManyAsync(cluster.attempt, std::move(keys), KvParts{}, deadline, got);
+    c.KvGetManyAsync(cluster.attempt, bench::HostnameKeys(prefix, r), KvParts{}, deadline, got);
     ++tally.get_manys;
   }
   for (uint32_t r = 0; r < n; ++r) {
@@ -211,72 +195,43 @@ KvTally RendezvousBatched(Cluster& cluster, uint32_t n) {
     ++tally.sets;
   }
   for (uint32_t r = 0; r < n; ++r) {
-    std::vector<std::string> keys;
-    KvParts parts{n - 1, {}};
-    keys.reserve(n - 1);
-    parts.index.reserve(n - 1);
-    for (uint32_t i = 0; i < n; ++i) {
-      if (i == r) continue;
-      keys.push_back(absl::StrCat(prefix, i));
-      parts.index.push_back(r > i ? r - 1 : r);
-    }
-    c.KvGetManyAsync(cluster.attempt, std::move(keys), std::move(parts), deadline, got);
+    bench::PeerKeys peers = bench::AddressKeys(prefix, n, r);
+    c.KvGetManyAsync(cluster.attempt, std::move(peers.keys), std::move(peers.parts), deadline,
+                     got);
     ++tally.get_manys;
   }
   tally.took = Now() - start;
   return tally;
 }
 
-// Runs body(thread, &calls) on --threads threads until --seconds passed; returns calls/s.
-template <typename Body>
-double Sustained(Body body, uint64_t* total_calls) {
-  const int threads = absl::GetFlag(FLAGS_threads);
-  const absl::Duration run = absl::Seconds(absl::GetFlag(FLAGS_seconds));
-  std::atomic<uint64_t> calls{0};
-  const absl::Time start = Now();
-  std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      uint64_t mine = 0;
-      while (Now() - start < run) mine += body(t);
-      calls += mine;
-    });
-  }
-  for (std::thread& thread : pool) thread.join();
-  const absl::Duration took = Now() - start;
-  *total_calls = calls;
-  return static_cast<double>(calls) / absl::ToDoubleSeconds(took);
+// Runs body(t) on --threads threads t until --seconds passed.
+Rate Sustained(const std::function<uint64_t(int)>& body) {
+  return bench::Sustained(absl::GetFlag(FLAGS_threads),
+                          absl::Seconds(absl::GetFlag(FLAGS_seconds)), body);
 }
 
 // (c): every worker of thread t's share heartbeats once per round; returns heartbeats sent.
 uint64_t HeartbeatRound(Cluster& cluster, int t) {
-  const int threads = absl::GetFlag(FLAGS_threads);
-  uint64_t sent = 0;
-  for (size_t w = static_cast<size_t>(t); w < cluster.workers.size(); w += threads) {
+  return bench::ForShare(t, absl::GetFlag(FLAGS_threads), cluster.workers.size(), [&](size_t w) {
     Check(cluster.coordinator->Heartbeat(cluster.workers[w], 1).status(), "Heartbeat");
-    ++sent;
-  }
-  return sent;
+  });
 }
-
 
 // (d): thread t's ranks each report their next batch of 20 steps; returns rank-steps sent.
 uint64_t ReportRound(Cluster& cluster, int t, std::vector<uint64_t>* next_step) {
-  const int threads = absl::GetFlag(FLAGS_threads);
-  uint64_t sent = 0;
   std::vector<v1::StepReport> steps(kStepsPerReport);
-  for (uint32_t r = static_cast<uint32_t>(t); r < cluster.assignments.size(); r += threads) {
+  auto report_batch = [&](size_t r) {
+    const uint32_t rank = static_cast<uint32_t>(r);
     uint64_t& step = (*next_step)[r];
-    for (v1::StepReport& report : steps) report = StepOf(++step, r);
-    absl::StatusOr<Coordinator::StopSignal> stop =
-        cluster.coordinator->ReportProgress(cluster.attempt, Rank(r), steps, {});
-    Check(stop.status(), "ReportProgress");
-    if (stop->stop) Check(absl::AbortedError(stop->reason), "ReportProgress stop");
-    sent += kStepsPerReport;
-  }
-  return sent;
+    for (v1::StepReport& report : steps) report = StepOf(++step, rank);
+    const Coordinator::StopSignal stop = Checked(
+        cluster.coordinator->ReportProgress(cluster.attempt, Rank(rank), steps, {}),
+        "ReportProgress");
+    if (stop.stop) Check(absl::AbortedError(stop.reason), "ReportProgress stop");
+  };
+  return kStepsPerReport * bench::ForShare(t, absl::GetFlag(FLAGS_threads),
+                                           cluster.assignments.size(), report_batch);
 }
-
 
 void Line(uint32_t n, const char* label, const Cluster& cluster, const KvTally& kv,
           const char* calls) {
@@ -299,38 +254,27 @@ void Measure(uint32_t n) {
   Line(n, "(b) KvGetMany: ", *cluster, kv,
        absl::StrCat(Thousands(kv.get_manys), " KvGetMany").c_str());
 
-  uint64_t heartbeats = 0;
-  const double heartbeat_rate =
-      Sustained([&](int t) { return HeartbeatRound(*cluster, t); }, &heartbeats);
+  const Rate heartbeats = Sustained([&](int t) { return HeartbeatRound(*cluster, t); });
   std::printf("ranks=%-5u (c) heartbeats: %s/s (%s in %.1f s from %d threads)\n", n,
-              Thousands(heartbeat_rate).c_str(), Thousands(heartbeats).c_str(),
+              Thousands(heartbeats.per_second).c_str(),
+              Thousands(static_cast<double>(heartbeats.units)).c_str(),
               absl::GetFlag(FLAGS_seconds), absl::GetFlag(FLAGS_threads));
 
   std::vector<uint64_t> next_step(n, 0);
-  uint64_t rank_steps = 0;
-  const double step_rate =
-      Sustained([&](int t) { return ReportRound(*cluster, t, &next_step); }, &rank_steps);
+  const Rate steps = Sustained([&](int t) { return ReportRound(*cluster, t, &next_step); });
   absl::StatusOr<v1::JobStatus> job = cluster->coordinator->GetJob(cluster->attempt.job);
   Check(job.status(), "GetJob");
   std::printf(
       "ranks=%-5u (d) ReportProgress: %s rank-steps/s (%s rank-steps, %d per call, %.1f s, %d "
       "threads; %llu steps judged, %d alarms)\n",
-      n, Thousands(step_rate).c_str(), Thousands(rank_steps).c_str(), kStepsPerReport,
-      absl::GetFlag(FLAGS_seconds), absl::GetFlag(FLAGS_threads),
+      n, Thousands(steps.per_second).c_str(), Thousands(static_cast<double>(steps.units)).c_str(),
+      kStepsPerReport, absl::GetFlag(FLAGS_seconds), absl::GetFlag(FLAGS_threads),
       static_cast<unsigned long long>(job->verdict().steps_judged()), job->alarms_size());
   std::fflush(stdout);
 }
 
 int Main() {
-  std::vector<uint32_t> sizes;
-  for (const std::string& text : absl::GetFlag(FLAGS_ranks)) {
-    uint32_t n = 0;
-    if (!absl::SimpleAtoi(text, &n) || n < 2) {
-      std::fprintf(stderr, "--ranks: \"%s\" is not a world size >= 2\n", text.c_str());
-      return 2;
-    }
-    sizes.push_back(n);
-  }
+  const std::vector<uint32_t> sizes = bench::WorldSizesOrExit(absl::GetFlag(FLAGS_ranks));
   if (absl::GetFlag(FLAGS_threads) < 1 || absl::GetFlag(FLAGS_seconds) <= 0 ||
       absl::GetFlag(FLAGS_address_bytes) < 1) {
     std::fprintf(stderr, "--threads, --seconds and --address_bytes must be positive\n");

@@ -1,6 +1,7 @@
 // The coordinator's HTTP edge: a small router (HttpRouter) and the server that answers it over
-// cpp-httplib (HttpServer). main() routes GET /metrics (the Prometheus text page, see
-// AddMetricsRoute) and the dashboard's pages and JSON API (dashboard/dashboard_routes.h).
+// cpp-httplib (HttpServer). CoordinatorServer (coordinator/server/coordinator_server.h) routes
+// GET /metrics (the Prometheus text page, see AddMetricsRoute) and the dashboard's pages and
+// JSON API (dashboard/dashboard_routes.h).
 //
 //   a route's path → 200 (or the status its handler sets), the handler's Content-Type and body
 //   GET/HEAD on a path no route matches → 404, text/plain: the method, the path and every
@@ -19,7 +20,7 @@
 // a port another process listens on is refused rather than shared.
 //
 // Thread-safety: an HttpRouter is built on one thread, then handed to HttpServer::Start and
-// only read. Start and Stop from one thread (main's); handlers run on the server's threads,
+// only read. Start and Stop from one thread (the owner's); handlers run on the server's threads,
 // possibly concurrently, and must be thread-safe.
 #ifndef RINGLEADER_COORDINATOR_HTTP_HTTP_SERVER_H_
 #define RINGLEADER_COORDINATOR_HTTP_HTTP_SERVER_H_

@@ -1,6 +1,6 @@
 // A real scrape checked by Prometheus's own linter: the coordinator core with workers, a
 // running job with step reports and an alarm, calls through the RPC handler (counted), served
-// by HttpServer's /metrics route as main() wires it, fetched over HTTP and fed to
+// by HttpServer's /metrics route as CoordinatorServer wires it, fetched over HTTP and fed to
 // `promtool check metrics` (Debian package prometheus; this test fails without it).
 #include <stdio.h>
 #include <sys/wait.h>

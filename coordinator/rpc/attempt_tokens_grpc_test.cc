@@ -7,9 +7,8 @@
 #include "common/clock.h"
 #include "coordinator/core/attempt_tokens.h"
 #include "coordinator/core/coordinator.h"
-#include "coordinator/rpc/grpc_server.h"
-#include "coordinator/store/job_store.h"
-#include "coordinator/rpc/rpc_handler.h"
+#include "coordinator/server/coordinator_server.h"
+#include "coordinator/server/coordinator_server_test_util.h"
 #include "gtest/gtest.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/ringleader.grpc.pb.h"
@@ -17,42 +16,33 @@
 namespace ringleader {
 namespace {
 
-class AttemptTokensGrpcTest : public ::testing::Test {
+class AttemptTokensGrpcTest : public CoordinatorServerTest {
  protected:
-  static CoordinatorOptions Options(const AttemptTokens* tokens) {
-    CoordinatorOptions options;
-    options.attempt_tokens = tokens;
-    return options;
-  }
-
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<CoordinatorServer>> server = CoordinatorServer::Start(
-        "127.0.0.1:0", grpc::InsecureServerCredentials(), &handler_, nullptr, &tokens_);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    workers_ = v1::WorkerService::NewStub(
-        grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+    CoordinatorServerOptions options;
+    options.instance.attempt_tokens = true;
+    options.instance.attempt_secret = kSecret;
+    ASSERT_NO_FATAL_FAILURE(StartServer(std::move(options)));
+    workers_ = v1::WorkerService::NewStub(channel_);
     a_ = AssignOneRankJob("a");
     b_ = AssignOneRankJob("b");
   }
-  void TearDown() override {
-    coordinator_.Shutdown();
-    server_->Shutdown(absl::Now() + absl::Seconds(2));
-  }
+
+  Coordinator& coordinator() { return server_->coordinator(); }
 
   // Registers worker `name`, submits a 1-rank job and returns the worker's assignment.
   v1::Assignment AssignOneRankJob(const std::string& name) {
     v1::Device cpu;
     cpu.set_kind("cpu");
     absl::StatusOr<Coordinator::Registration> worker =
-        coordinator_.RegisterWorker(name, "host-" + name, {cpu}, 1);
+        coordinator().RegisterWorker(name, "host-" + name, {cpu}, 1);
     EXPECT_TRUE(worker.ok()) << worker.status();
     v1::JobSpec spec;
     spec.set_name(name);
     spec.set_world_size(1);
-    EXPECT_TRUE(coordinator_.SubmitJob(spec).ok());
+    EXPECT_TRUE(coordinator().SubmitJob(spec).ok());
     std::optional<v1::Assignment> assignment;
-    coordinator_.WaitAssignmentAsync(
+    coordinator().WaitAssignmentAsync(
         worker->id, Clock::Real()->Now(),
         [&](absl::StatusOr<std::optional<v1::Assignment>> answer) {
           if (answer.ok() && answer->has_value()) assignment = **answer;
@@ -87,11 +77,8 @@ class AttemptTokensGrpcTest : public ::testing::Test {
     return workers_->KvGet(&context, request, &response);
   }
 
-  const AttemptTokens tokens_{"the coordinator's secret, 32 b.."};
-  InMemoryJobStore store_;
-  Coordinator coordinator_{Options(&tokens_), Clock::Real(), &store_};
-  RpcHandler handler_{&coordinator_};
-  std::unique_ptr<CoordinatorServer> server_;
+  static constexpr char kSecret[] = "the coordinator's secret, 32 b..";
+  const AttemptTokens tokens_{kSecret};  // the server's, computed apart
   std::unique_ptr<v1::WorkerService::Stub> workers_;
   v1::Assignment a_, b_;
 };
@@ -127,7 +114,7 @@ TEST_F(AttemptTokensGrpcTest, JobAsTokenCannotReportOrFinishForJobB) {
   v1::FinishRankResponse response;
   EXPECT_EQ(workers_->FinishRank(&context, request, &response).error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
-  absl::StatusOr<v1::JobStatus> job = coordinator_.GetJob(JobId(b_.job_id()));
+  absl::StatusOr<v1::JobStatus> job = coordinator().GetJob(JobId(b_.job_id()));
   ASSERT_TRUE(job.ok());
   EXPECT_NE(job->state(), v1::JOB_STATE_FAILED);
 }

@@ -9,7 +9,7 @@
 
 namespace ringleader {
 
-absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
+absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
     const std::string& listen, std::shared_ptr<grpc::ServerCredentials> credentials,
     RpcHandler* handler, const TokenStore* tokens, const AttemptTokens* attempt_tokens) {
   const size_t colon = listen.rfind(':');
@@ -21,7 +21,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
         "listen address \"", listen, "\" is not host:port (e.g. 127.0.0.1:7070; port 0 picks "
         "a free port)"));
   }
-  std::unique_ptr<CoordinatorServer> server(new CoordinatorServer(handler, tokens, attempt_tokens));
+  std::unique_ptr<GrpcServer> server(new GrpcServer(handler, tokens, attempt_tokens));
   // grpc.health.v1 (per service, "" for the whole server) and server reflection, so generic
   // clients (grpcurl, grpc_health_probe, load balancers) can probe and call the services.
   grpc::EnableDefaultHealthCheckService(true);
@@ -48,9 +48,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
 }
 
 // Any past deadline cancels in-flight calls at once.
-CoordinatorServer::~CoordinatorServer() { Shutdown(absl::UnixEpoch()); }
+GrpcServer::~GrpcServer() { Shutdown(absl::UnixEpoch()); }
 
-void CoordinatorServer::Shutdown(absl::Time deadline) {
+void GrpcServer::Shutdown(absl::Time deadline) {
   if (shut_down_ || server_ == nullptr) return;  // a failed Start has no server
   shut_down_ = true;
   // Probes see NOT_SERVING while the calls in flight drain.

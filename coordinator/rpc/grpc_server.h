@@ -1,4 +1,5 @@
-// A running coordinator gRPC server: both services on one listening address.
+// A running coordinator gRPC server: both services on one listening address. Started by
+// CoordinatorServer (coordinator/server/coordinator_server.h) with the core behind it.
 #ifndef RINGLEADER_COORDINATOR_RPC_GRPC_SERVER_H_
 #define RINGLEADER_COORDINATOR_RPC_GRPC_SERVER_H_
 
@@ -19,7 +20,7 @@ namespace ringleader {
 // Shutdown on. Server reflection (grpc.reflection.v1alpha) lists and describes every service.
 //
 // Owns the grpc::Server and the two services. Serving is thread-safe; Start and Shutdown are
-// called from one thread (main's). The RpcHandler (and its Coordinator) must outlive it.
+// called from one thread (the owner's). The RpcHandler (and its Coordinator) must outlive it.
 inline constexpr char kWorkerServiceName[] = "ringleader.v1.WorkerService";
 inline constexpr char kJobServiceName[] = "ringleader.v1.JobService";
 
@@ -28,19 +29,19 @@ inline constexpr char kJobServiceName[] = "ringleader.v1.JobService";
 // handler runs.
 inline constexpr int kMaxRequestBytes = 8 << 20;
 
-class CoordinatorServer {
+class GrpcServer {
  public:
   // Starts serving on `listen` ("host:port"; port 0 picks a free port) with `credentials`
   // (mutual TLS or insecure: common/tls/tls_credentials.h).
   // Errors: INVALID_ARGUMENT (`listen` is not host:port), UNAVAILABLE (could not bind).
   // `tokens` (not owned; nullptr = none needed): who may call the JobService.
   // `attempt_tokens` (not owned; nullptr = none checked): the ranks' per-attempt credentials.
-  static absl::StatusOr<std::unique_ptr<CoordinatorServer>> Start(
+  static absl::StatusOr<std::unique_ptr<GrpcServer>> Start(
       const std::string& listen, std::shared_ptr<grpc::ServerCredentials> credentials,
       RpcHandler* handler, const TokenStore* tokens = nullptr,
       const AttemptTokens* attempt_tokens = nullptr);
 
-  ~CoordinatorServer();  // Shutdown(a past deadline) unless already done
+  ~GrpcServer();  // Shutdown(a past deadline) unless already done
 
   // The bound port, and "host:port" with it (the host as given in `listen`).
   int port() const { return port_; }
@@ -58,7 +59,7 @@ class CoordinatorServer {
   size_t open_heartbeat_streams() const { return worker_service_.open_heartbeat_streams(); }
 
  private:
-  CoordinatorServer(RpcHandler* handler, const TokenStore* tokens,
+  GrpcServer(RpcHandler* handler, const TokenStore* tokens,
                     const AttemptTokens* attempt_tokens)
       : worker_service_(handler, attempt_tokens), job_service_(handler, tokens) {}
 

@@ -3,13 +3,12 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "common/clock.h"
-#include "coordinator/core/coordinator.h"
 #include "coordinator/rpc/grpc_server.h"
-#include "coordinator/rpc/rpc_handler.h"
-#include "coordinator/store/job_store.h"
+#include "coordinator/server/coordinator_server.h"
+#include "coordinator/server/coordinator_server_test_util.h"
 #include "gmock/gmock.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
@@ -25,19 +24,9 @@ using ::testing::HasSubstr;
 
 constexpr auto kCallTimeout = std::chrono::seconds(10);
 
-class GrpcServerTest : public ::testing::Test {
+class GrpcServerTest : public CoordinatorServerTest {
  protected:
-  void SetUp() override {
-    absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
-        CoordinatorServer::Start("127.0.0.1:0", grpc::InsecureServerCredentials(), &handler_);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    channel_ = grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
-  }
-  void TearDown() override {
-    coordinator_.Shutdown();
-    if (server_) server_->Shutdown(absl::Now() + absl::Seconds(2));
-  }
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(StartServer()); }
 
   grpc::Status Check(const std::string& service, HealthCheckResponse* response) {
     auto health = grpc::health::v1::Health::NewStub(channel_);
@@ -47,12 +36,6 @@ class GrpcServerTest : public ::testing::Test {
     request.set_service(service);
     return health->Check(&context, request, response);
   }
-
-  InMemoryJobStore store_;
-  Coordinator coordinator_{CoordinatorOptions(), Clock::Real(), &store_};
-  RpcHandler handler_{&coordinator_};
-  std::unique_ptr<CoordinatorServer> server_;
-  std::shared_ptr<grpc::Channel> channel_;
 };
 
 TEST_F(GrpcServerTest, HealthSaysServingPerServiceAndNotFoundForOthers) {
@@ -115,8 +98,10 @@ namespace ringleader {
 namespace {
 
 TEST_F(GrpcServerTest, APortInUseIsAnErrorNotASharedPort) {
+  CoordinatorServerOptions options;
+  options.listen = server_->address();
   absl::StatusOr<std::unique_ptr<CoordinatorServer>> second =
-      CoordinatorServer::Start(server_->address(), grpc::InsecureServerCredentials(), &handler_);
+      CoordinatorServer::Start(std::move(options));
   ASSERT_FALSE(second.ok()) << "a second coordinator shares the port";
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(std::string(second.status().message()).find("could not listen"), std::string::npos);

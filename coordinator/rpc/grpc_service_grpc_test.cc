@@ -4,11 +4,8 @@
 #include <string>
 #include <thread>
 
-#include "common/clock.h"
 #include "coordinator/core/coordinator.h"
-#include "coordinator/rpc/grpc_server.h"
-#include "coordinator/rpc/rpc_handler.h"
-#include "coordinator/store/job_store.h"
+#include "coordinator/server/coordinator_server_test_util.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -25,30 +22,16 @@ void SetDeadline(grpc::ClientContext* context) {
   context->set_deadline(std::chrono::system_clock::now() + kCallTimeout);
 }
 
-class GrpcServiceTest : public ::testing::Test {
+class GrpcServiceTest : public CoordinatorServerTest {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
-        CoordinatorServer::Start("127.0.0.1:0", grpc::InsecureServerCredentials(), &handler_);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
+    ASSERT_NO_FATAL_FAILURE(StartServer());
     ASSERT_GT(server_->port(), 0);
     EXPECT_EQ(server_->address(), "127.0.0.1:" + std::to_string(server_->port()));
-    auto channel =
-        grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials());
-    workers_ = v1::WorkerService::NewStub(channel);
-    jobs_ = v1::JobService::NewStub(channel);
+    workers_ = v1::WorkerService::NewStub(channel_);
+    jobs_ = v1::JobService::NewStub(channel_);
   }
 
-  void TearDown() override {
-    coordinator_.Shutdown();
-    if (server_) server_->Shutdown(absl::Now() + absl::Seconds(2));
-  }
-
-  InMemoryJobStore store_;
-  Coordinator coordinator_{CoordinatorOptions(), Clock::Real(), &store_};
-  RpcHandler handler_{&coordinator_};
-  std::unique_ptr<CoordinatorServer> server_;
   std::unique_ptr<v1::WorkerService::Stub> workers_;
   std::unique_ptr<v1::JobService::Stub> jobs_;
 };
@@ -351,7 +334,7 @@ TEST_F(GrpcServiceTest, ShutdownReleasesParkedLongPolls) {
   });
   // Whether the poll reaches the server before Shutdown (parked, then answered) or after it
   // (refused), it ends with UNAVAILABLE long before its own deadline.
-  coordinator_.Shutdown();
+  server_->coordinator().Shutdown();
   poller.join();
   EXPECT_EQ(poll_status.error_code(), grpc::StatusCode::UNAVAILABLE)
       << poll_status.error_message();

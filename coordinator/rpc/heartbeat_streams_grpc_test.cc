@@ -6,12 +6,8 @@
 #include <string>
 
 #include "absl/synchronization/notification.h"
-#include "common/clock.h"
-#include "coordinator/core/coordinator.h"
-#include "coordinator/rpc/grpc_server.h"
-#include "coordinator/rpc/rpc_handler.h"
 #include "coordinator/rpc/rpc_stats.h"
-#include "coordinator/store/job_store.h"
+#include "coordinator/server/coordinator_server_test_util.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -23,20 +19,11 @@ namespace {
 using ::testing::HasSubstr;
 using Stream = grpc::ClientReaderWriter<v1::HeartbeatStreamRequest, v1::HeartbeatStreamResponse>;
 
-class HeartbeatStreamsTest : public ::testing::Test {
+class HeartbeatStreamsTest : public CoordinatorServerTest {
  protected:
   void SetUp() override {
-    absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
-        CoordinatorServer::Start("127.0.0.1:0", grpc::InsecureServerCredentials(), &handler_);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
-    workers_ = v1::WorkerService::NewStub(
-        grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
-  }
-
-  void TearDown() override {
-    coordinator_.Shutdown();
-    if (server_) server_->Shutdown(absl::Now() + absl::Seconds(2));
+    ASSERT_NO_FATAL_FAILURE(StartServer());
+    workers_ = v1::WorkerService::NewStub(channel_);
   }
 
   void SetDeadline(grpc::ClientContext* context) {
@@ -65,7 +52,7 @@ class HeartbeatStreamsTest : public ::testing::Test {
 
   uint64_t HeartbeatsCounted(const std::string& code) const {
     uint64_t count = 0;
-    for (const RpcStats::Series& series : stats_.Take().series) {
+    for (const RpcStats::Series& series : server_->rpc_stats().Take().series) {
       if (series.method == "Heartbeat" && series.code == code) count += series.count;
     }
     return count;
@@ -81,11 +68,6 @@ class HeartbeatStreamsTest : public ::testing::Test {
     return true;
   }
 
-  InMemoryJobStore store_;
-  Coordinator coordinator_{CoordinatorOptions(), Clock::Real(), &store_};
-  RpcStats stats_;
-  RpcHandler handler_{&coordinator_, &stats_};
-  std::unique_ptr<CoordinatorServer> server_;
   std::unique_ptr<v1::WorkerService::Stub> workers_;
 };
 
@@ -163,9 +145,8 @@ TEST_F(HeartbeatStreamsTest, ShutdownDoesNotWaitForAnOpenStream) {
   v1::HeartbeatStreamResponse response;
   ASSERT_TRUE(stream->Write(Beat(a, 7)));
   ASSERT_TRUE(stream->Read(&response));
-  coordinator_.Shutdown();
-  // A deadline far beyond the test's own timeout: the shutdown returns only because the
-  // stream is cancelled.
+  // A deadline far beyond the test's own timeout: the shutdown (the core's first) returns only
+  // because the stream is cancelled.
   server_->Shutdown(absl::Now() + absl::Hours(1));
   EXPECT_FALSE(stream->Read(&response));
   EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
