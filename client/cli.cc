@@ -71,7 +71,7 @@ const std::vector<CommandSpec>& Commands() {
        "zero1, zero2, fsdp) the bytes one rank holds: parameters, gradients, optimizer state\n"
        "(SGD momentum), communication buffers, their total, the ratio to ddp and whether\n"
        "ringleader runs it with the spec's settings. The formulas are in\n"
-       "common/memory_plan.h. Works offline: nothing is sent.",
+       "plan/memory_plan.h. Works offline: nothing is sent.",
        {{"world_size", "N", "number of ranks (default: the spec's, or 2)"},
         {"set", "KEY.PATH=VALUE", "set any spec field, e.g. --set sync.comm_dtype=bf16",
          /*repeated=*/true}}},

@@ -127,7 +127,7 @@ absl::StatusOr<v1::JobSpec> BuildSubmitSpec(const SubmitOptions& options,
 
 int RunSubmit(const SubmitOptions& options, JobClient& client, const CommandEnvironment& env);
 // `plan`: builds the spec as `submit` does (options.watch is ignored) and prints the predicted
-// per-rank memory of every strategy at its world_size (common/memory_plan.h), as a table or,
+// per-rank memory of every strategy at its world_size (plan/memory_plan.h), as a table or,
 // with env.json, as a v1.MemoryPlan. Needs no coordinator. Exit 2 for an invalid spec or one
 // that cannot be planned (a command job).
 int RunPlan(const SubmitOptions& options, const CommandEnvironment& env);

@@ -145,7 +145,7 @@ TEST_F(CommandsTest, StatusShowsEachRanksMeasuredMemoryBesideThePrediction) {
   spec->set_strategy("zero1");
   spec->mutable_data()->set_dataset("synthetic");
   for (uint32_t width : {4u, 3u, 2u}) spec->mutable_model()->add_layers(width);
-  // Rank 0 holds what common/memory_plan.h predicts for it (23 parameters, 2 ranks, zero1:
+  // Rank 0 holds what plan/memory_plan.h predicts for it (23 parameters, 2 ranks, zero1:
   // 92 + 96 + 44 + 144 bytes) and a heap growth of 3 KiB; rank 1 reports more than its 380
   // predicted and no heap growth (not measured); no rank 2.
   auto report = [&](int r, uint64_t optimizer, uint64_t heap) {

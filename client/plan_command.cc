@@ -1,5 +1,5 @@
 // `ringleader plan`: the per-rank memory of a spec under every strategy, computed offline
-// (common/memory_plan.h); no coordinator is needed.
+// (plan/memory_plan.h); no coordinator is needed.
 #include <string>
 #include <vector>
 
@@ -9,7 +9,7 @@
 #include "client/command_util.h"
 #include "client/commands.h"
 #include "client/table.h"
-#include "common/memory_plan.h"
+#include "plan/memory_plan.h"
 
 namespace ringleader {
 
@@ -41,7 +41,7 @@ std::string FormatMemoryPlan(const v1::MemoryPlan& plan, const v1::JobSpec& spec
   absl::StrAppend(&text, table.Render(),
                   "* the spec's strategy. Bytes of the rank holding the most; activations, the "
                   "data set and\n  the collective's own buffers are not counted (formulas: "
-                  "common/memory_plan.h).\n");
+                  "plan/memory_plan.h).\n");
   return text;
 }
 

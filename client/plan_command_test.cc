@@ -20,7 +20,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-// layers [4, 3, 2]: 23 parameters (common/memory_plan_test.cc works the figures out by hand).
+// layers [4, 3, 2]: 23 parameters (plan/memory_plan_test.cc works the figures out by hand).
 constexpr char kSmallSpec[] = R"(world_size: 2
 data:
   dataset: synthetic

@@ -14,9 +14,9 @@
 #include "client/format.h"
 #include "client/table.h"
 #include "common/job_spec.h"
-#include "common/memory_plan.h"
 #include "common/rank_phase.h"
 #include "client/verdict_format.h"
+#include "plan/memory_plan.h"
 
 namespace ringleader {
 namespace {
@@ -69,7 +69,7 @@ void AppendAttemptsAndEvents(const v1::JobStatus& job, std::string* text) {
 }
 
 // What each rank reported it holds after its first step, beside the prediction for its rank
-// (common/memory_plan.h) under the job's strategy, and how much its heap grew by the allocator's
+// (plan/memory_plan.h) under the job's strategy, and how much its heap grew by the allocator's
 // counters ("-" when not measured). Nothing until a rank has reported.
 void AppendMemory(const v1::JobStatus& job, std::string* text) {
   Table memory({"RANK", "TOTAL", "PREDICTED", "PARAMETERS", "GRADIENTS", "OPTIMIZER",

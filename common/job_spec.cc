@@ -394,7 +394,7 @@ absl::Status ValidateStrategyCombination(const JobSpec& spec) {
         "sharding) or command"));
   }
   if (!traits.shards_gradients) return absl::OkStatus();
-  // zero2 and fsdp reduce-scatter zero2's fixed buckets (zero2_plan.h).
+  // zero2 and fsdp reduce-scatter zero2's fixed buckets (plan/zero2_plan.h).
   const v1::SyncSpec& sync = spec.sync();
   // Each bucket is split into world_size slices: a cap below one float per rank makes buckets
   // whose slices are mostly padding (and a reduce-scatter per parameter).

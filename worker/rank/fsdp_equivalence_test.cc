@@ -17,7 +17,7 @@
 //   - the synced gradient norm is zero2's global norm: fp32-close to ddp's (1e-5 relative);
 //   - two fsdp runs are bit-identical (asserted where fsdp is not compared with zero2).
 // The checkpoints (parameters gathered whole on every rank, momentum gathered as zero1/zero2
-// do) are ddp's format and values; measured memory is common/memory_plan.h's, to the byte.
+// do) are ddp's format and values; measured memory is plan/memory_plan.h's, to the byte.
 #include <algorithm>
 #include <iostream>
 #include <string>

@@ -11,8 +11,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
-#include "common/memory_plan.h"
 #include "gtest/gtest.h"
+#include "plan/memory_plan.h"
 #include "worker/checkpoint/checkpoint_series.h"
 #include "worker/checkpoint/sharded_checkpoint.h"
 #include "worker/checkpoint/training_state.h"

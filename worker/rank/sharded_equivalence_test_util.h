@@ -64,7 +64,7 @@ double CompareTensors(const CheckpointData& a_run, const CheckpointData& b_run, 
 double CompareSteps(const TrainingRun& ddp, const TrainingRun& other, uint32_t world, bool exact,
                     uint32_t collectives, const std::string& why);
 
-// Each rank's measured memory (first step) is what common/memory_plan.h predicts, to the byte.
+// Each rank's measured memory (first step) is what plan/memory_plan.h predicts, to the byte.
 void ExpectMeasuredIsPredicted(const TrainingRun& run, const v1::JobSpec& spec);
 
 // Two runs of the same job: every loss and synced norm, and the final checkpoint, bit for bit.

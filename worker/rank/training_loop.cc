@@ -436,7 +436,7 @@ class RankTrainer {
     return absl::OkStatus();
   }
 
-  // The buffers this rank holds, by kind (common/memory_plan.h predicts the same figures).
+  // The buffers this rank holds, by kind (plan/memory_plan.h predicts the same figures).
   v1::RankMemory MeasureMemory() const {
     v1::RankMemory memory;
     strategy_->MeasureMemory(&memory);

@@ -16,9 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/job_spec.h"
-#include "common/memory_plan.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "plan/memory_plan.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/checkpoint/training_state.h"
 #include "worker/collective/gloo/gloo_collective.h"
@@ -289,7 +289,7 @@ TEST_F(TrainingLoopTest, UnusedParameterWithFindUnusedTrains) {
 }
 
 // Each rank's measured memory (its outcome and its first step's report) is what
-// common/memory_plan.h predicts for it, byte for byte (the heap's growth aside: never predicted,
+// plan/memory_plan.h predicts for it, byte for byte (the heap's growth aside: never predicted,
 // and these ranks share one heap; HeapGrowthCoversWhatTheRankHolds checks it).
 void ExpectMemoryAsPredicted(v1::JobSpec spec, const std::vector<RankRunResult>& results) {
   ApplyJobSpecDefaults(&spec);

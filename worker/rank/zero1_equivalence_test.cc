@@ -18,8 +18,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/job_spec.h"
-#include "common/memory_plan.h"
 #include "gtest/gtest.h"
+#include "plan/memory_plan.h"
+#include "plan/shard_plan.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/checkpoint/checkpoint_series.h"
 #include "worker/checkpoint/training_state.h"
@@ -27,7 +28,6 @@
 #include "worker/coordinator_client/fake_coordinator.h"
 #include "worker/rank/gloo_ranks_test_util.h"
 #include "worker/rank/training_loop.h"
-#include "worker/sync/shard_plan.h"
 
 namespace ringleader {
 namespace {
@@ -173,7 +173,7 @@ void ExpectZero1MatchesDdp(uint32_t world, bool nesterov) {
   EXPECT_EQ(zero1_total, plan.total) << "the shards cover every element once";
 
   // What each rank measured it holds (sent with its first step only) is what
-  // common/memory_plan.h predicts for that rank, byte for byte.
+  // plan/memory_plan.h predicts for that rank, byte for byte.
   for (const Run* run : {&ddp, &zero1}) {
     const v1::JobSpec spec = EquivalenceSpec(world, run == &ddp ? "ddp" : "zero1", nesterov);
     for (uint32_t rank = 0; rank < world; ++rank) {

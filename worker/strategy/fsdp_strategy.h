@@ -1,6 +1,6 @@
 // strategy fsdp (ZeRO-3): zero2's gradients and optimizer, and the parameters sharded alike
-// (fsdp_plan.h): the runner holds only its shard (ModelRunner::ShardParameters) and gathers each
-// layer's buckets just before use, forward and backward, releasing them after
+// (plan/fsdp_plan.h): the runner holds only its shard (ModelRunner::ShardParameters) and gathers
+// each layer's buckets just before use, forward and backward, releasing them after
 // (worker/sync/fsdp_parameters.h). Nothing is gathered after the step; checkpoints and the drift
 // check gather what they need.
 #ifndef RINGLEADER_WORKER_STRATEGY_FSDP_STRATEGY_H_
@@ -9,9 +9,9 @@
 #include <memory>
 #include <string>
 
+#include "plan/fsdp_plan.h"
 #include "worker/strategy/zero2_strategy.h"
 #include "worker/sync/fsdp_parameters.h"
-#include "worker/sync/fsdp_plan.h"
 
 namespace ringleader {
 

@@ -1,5 +1,5 @@
 // What zero1, zero2 and fsdp share: a ShardPlan saying which elements of each parameter every
-// rank's optimizer owns (worker/sync/shard_plan.h), and the collectives over it: the
+// rank's optimizer owns (plan/shard_plan.h), and the collectives over it: the
 // parameter all-gather after the step, the momentum gather for a consolidated checkpoint, and
 // this rank's slices of a sharded checkpoint.
 // Thread-safety: not thread-safe; the rank's training thread owns it.
@@ -8,8 +8,8 @@
 
 #include <string>
 
+#include "plan/shard_plan.h"
 #include "worker/strategy/sync_strategy.h"
-#include "worker/sync/shard_plan.h"
 
 namespace ringleader {
 

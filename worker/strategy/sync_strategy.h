@@ -116,7 +116,7 @@ class SyncStrategy {
 
   // --- Reporting ---
   // parameter_bytes, gradient_bytes and comm_buffer_bytes of what this rank holds
-  // (common/memory_plan.h predicts the same figures).
+  // (plan/memory_plan.h predicts the same figures).
   virtual void MeasureMemory(v1::RankMemory* memory) const = 0;
   // For the start line: "ddp", or "zero1 (optimizer state for 58786 of 235146 elements)".
   virtual std::string Description() const = 0;

@@ -1,6 +1,6 @@
 // strategy zero1 (ZeRO-1): ddp's bucketed all-reduce, but each rank's optimizer keeps and steps
-// only its shard of the elements (shard_plan.h); the updated shards are all-gathered after every
-// step so every rank holds the whole parameters again.
+// only its shard of the elements (plan/shard_plan.h); the updated shards are all-gathered after
+// every step so every rank holds the whole parameters again.
 #ifndef RINGLEADER_WORKER_STRATEGY_ZERO1_STRATEGY_H_
 #define RINGLEADER_WORKER_STRATEGY_ZERO1_STRATEGY_H_
 

@@ -2,7 +2,7 @@
 // buffers (BackwardOptions::slot_for); each bucket is reduce-scattered into this rank's gradient
 // shard during backward (worker/sync/zero2_reducer.h), so no rank holds a full gradient; the
 // optimizer steps the shard (ModelRunner::OptimizerStepOwned) and the parameters are
-// all-gathered as under zero1. Ownership follows the reduce-scatter (zero2_plan.h).
+// all-gathered as under zero1. Ownership follows the reduce-scatter (plan/zero2_plan.h).
 #ifndef RINGLEADER_WORKER_STRATEGY_ZERO2_STRATEGY_H_
 #define RINGLEADER_WORKER_STRATEGY_ZERO2_STRATEGY_H_
 
@@ -10,9 +10,9 @@
 #include <optional>
 #include <string>
 
+#include "plan/zero2_plan.h"
 #include "worker/strategy/optimizer_shards.h"
 #include "worker/strategy/sync_strategy.h"
-#include "worker/sync/zero2_plan.h"
 #include "worker/sync/zero2_reducer.h"
 
 namespace ringleader {

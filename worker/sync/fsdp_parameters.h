@@ -1,5 +1,5 @@
 // The parameters of one rank under strategy fsdp (ZeRO stage 3): the rank keeps only its shard
-// (fsdp_plan.h: its slice of every bucket, laid out like its zero2 gradient shard) and gathers
+// (plan/fsdp_plan.h: its slice of every bucket, laid out like its zero2 gradient shard) and gathers
 // a layer's buckets from their owners right before the layer runs.
 //
 // Use (one per rank, on the training thread; the CPU trainer with host memory, or the GPU
@@ -30,7 +30,7 @@
 // through the memory), plus at most plan.staging_elements of staging at once (one layer's
 // buckets, each allocated when gathered and freed when released; no prefetch).
 // parameter_bytes() = 4 x (shard + the most staging held at once so far), what
-// common/memory_plan.h predicts for fsdp's parameters. GatherAll / GatherAllInto (checkpoints)
+// plan/memory_plan.h predicts for fsdp's parameters. GatherAll / GatherAllInto (checkpoints)
 // and MeasureGatheredDrift stage one bucket at a time through the same buffers.
 //
 // Values: the gathers copy bytes, so every rank computes with exactly the values each owner
@@ -50,10 +50,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "plan/fsdp_plan.h"
 #include "worker/collective/collective.h"
 #include "worker/sync/collective_ledger.h"
 #include "worker/sync/drift.h"
-#include "worker/sync/fsdp_plan.h"
 #include "worker/sync/tensor_memory.h"
 #include "worker/trainer/mlp.h"
 #include "worker/trainer/parameter_shard.h"

@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "plan/fsdp_plan.h"
 #include "worker/collective/collective.h"
 #include "worker/sync/collective_ledger.h"
-#include "worker/sync/fsdp_plan.h"
 #include "worker/sync/sync_test_util.h"
 #include "worker/trainer/mlp.h"
 

@@ -15,7 +15,7 @@
 //     if (reducer->layout_changed()) model.BindGradients(reducer->gradient_slots());
 //     optimizer step (reads the gradients through the slots)
 //
-// What it does (see bucket_layout.h for the assignment):
+// What it does (see plan/bucket_layout.h for the assignment):
 // - Bucket views: every gradient lives in one flat float arena; parameter i's slot is a view into
 //   its bucket. Backward writes straight into the buckets: no copy in or out. With
 //   comm_dtype kBFloat16 each bucket is cast to a bf16 buffer (round to nearest even), reduced,
@@ -86,8 +86,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "plan/bucket_layout.h"
 #include "worker/collective/collective.h"
-#include "worker/sync/bucket_layout.h"
 #include "worker/sync/collective_ledger.h"
 #include "worker/sync/tensor_memory.h"
 #include "worker/trainer/parameter.h"

@@ -1,4 +1,4 @@
-// The collectives of strategy zero1 (shard_plan.h): after each optimizer step every rank's
+// The collectives of strategy zero1 (plan/shard_plan.h): after each optimizer step every rank's
 // updated shard is all-gathered so every rank holds the full parameters, and before a
 // checkpoint the momentum shards are all-gathered into full buffers (the checkpoint format of
 // ddp, unchanged).
@@ -15,17 +15,17 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "common/memory_plan.h"
+#include "plan/memory_plan.h"
+#include "plan/shard_plan.h"
 #include "worker/collective/collective.h"
 #include "worker/sync/collective_ledger.h"
-#include "worker/sync/shard_plan.h"
 #include "worker/sync/tensor_memory.h"
 
 namespace ringleader {
 
 // The parameter gather moves a shard in chunks of at most this many elements per rank (1 MiB of
 // floats), so its staging stays (world + 1) MiB however big the model.
-// (The memory plan predicts the same staging: one constant, common/memory_plan.h.)
+// (The memory plan predicts the same staging: one constant, plan/memory_plan.h.)
 inline constexpr size_t kGatherChunkElements = kZero1GatherChunkElements;
 // Elements per rank of one gather chunk for `plan`: min(plan.capacity, kGatherChunkElements).
 size_t GatherChunkElements(const ShardPlan& plan);

@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "plan/zero2_plan.h"
 #include "worker/sync/sync_test_util.h"
-#include "worker/sync/zero2_plan.h"
 #include "worker/sync/zero2_reducer.h"
 
 namespace ringleader {

@@ -1,6 +1,6 @@
 // The gradient reducer of strategy zero2 (ZeRO stage 2, DeepSpeed's semantics): every rank ends
-// the step holding only the AVERAGED gradient of the elements it owns (zero2_plan.h), and never
-// a full-size gradient arena.
+// the step holding only the AVERAGED gradient of the elements it owns (plan/zero2_plan.h), and
+// never a full-size gradient arena.
 //
 // Use (one Zero2Reducer per rank, on the training thread; the CPU trainer with host memory, or
 // the GPU trainer with its device memory, tensor_memory.h):
@@ -80,11 +80,11 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "plan/zero2_plan.h"
 #include "worker/collective/collective.h"
 #include "worker/sync/collective_ledger.h"
 #include "worker/sync/reducer.h"
 #include "worker/sync/tensor_memory.h"
-#include "worker/sync/zero2_plan.h"
 #include "worker/trainer/parameter.h"
 
 namespace ringleader {

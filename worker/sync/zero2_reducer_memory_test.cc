@@ -17,10 +17,10 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "plan/zero2_plan.h"
 #include "worker/sync/recording_tensor_memory.h"
 #include "worker/sync/sync_test_util.h"
 #include "worker/sync/tensor_memory.h"
-#include "worker/sync/zero2_plan.h"
 #include "worker/sync/zero2_reducer.h"
 
 namespace ringleader {

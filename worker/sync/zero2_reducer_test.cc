@@ -12,10 +12,10 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "plan/zero2_plan.h"
 #include "worker/collective/in_memory_key_value_store.h"
 #include "worker/collective/shm/shm_collective.h"
 #include "worker/sync/sync_test_util.h"
-#include "worker/sync/zero2_plan.h"
 #include "worker/sync/zero2_reducer.h"
 
 namespace ringleader {

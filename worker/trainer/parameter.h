@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "plan/element_range.h"
+
 namespace ringleader {
 
 // One parameter tensor, in registration order (fc1.weight, fc1.bias, fc2.weight, ...).
@@ -15,19 +17,6 @@ struct ParameterInfo {
   std::string name;
   std::vector<size_t> shape;
   size_t count = 0;  // product of shape
-};
-
-// Elements [begin, end) of one tensor (a rank's shard of a parameter under strategy zero1).
-struct ElementRange {
-  size_t begin = 0;
-  size_t end = 0;
-
-  size_t size() const { return end - begin; }
-  bool empty() const { return end == begin; }
-  friend bool operator==(const ElementRange& a, const ElementRange& b) {
-    return a.begin == b.begin && a.end == b.end;
-  }
-  friend bool operator!=(const ElementRange& a, const ElementRange& b) { return !(a == b); }
 };
 
 enum class BufferType { kFloat32, kBool };

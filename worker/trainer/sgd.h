@@ -65,7 +65,7 @@ class SgdOptimizer {
   // `options` must pass ValidateSgdOptions (checked; aborts otherwise: validate the job spec
   // first).
   SgdOptimizer(std::vector<ParameterInfo> params, SgdOptions options);
-  // The optimizer of one rank under strategy zero1 (ZeRO-1, worker/sync/shard_plan.h): it owns
+  // The optimizer of one rank under strategy zero1 (ZeRO-1, plan/shard_plan.h): it owns
   // only owned[i] of parameter i's elements (one entry per parameter, possibly empty; checked,
   // aborts otherwise). Step updates those elements only, with the very same per-element code as
   // the unsharded optimizer, and a momentum buffer holds owned[i].size() elements: the memory

@@ -18,6 +18,7 @@
 #include "common/gpu/gpu_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "plan/zero2_plan.h"
 #include "worker/collective/bf16.h"
 #include "worker/collective/gloo/gloo_collective.h"
 #include "worker/collective/gloo/gloo_test_util.h"
@@ -29,7 +30,6 @@
 #include "worker/sync/gpu/cuda_tensor_memory.h"
 #include "worker/sync/reducer.h"
 #include "worker/sync/tensor_memory.h"
-#include "worker/sync/zero2_plan.h"
 #include "worker/sync/zero2_reducer.h"
 
 namespace ringleader {

@@ -21,15 +21,15 @@
 //
 // Frozen parameters are not supported (every count must be > 0): the job spec refuses
 // model.frozen_parameters with fsdp. Pure arithmetic, the same on every rank.
-#ifndef RINGLEADER_WORKER_SYNC_FSDP_PLAN_H_
-#define RINGLEADER_WORKER_SYNC_FSDP_PLAN_H_
+#ifndef RINGLEADER_PLAN_FSDP_PLAN_H_
+#define RINGLEADER_PLAN_FSDP_PLAN_H_
 
 #include <cstddef>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "worker/sync/bucket_layout.h"
-#include "worker/sync/zero2_plan.h"
+#include "plan/bucket_layout.h"
+#include "plan/zero2_plan.h"
 
 namespace ringleader {
 
@@ -55,4 +55,4 @@ absl::StatusOr<FsdpPlan> PlanFsdp(const std::vector<size_t>& counts,
 
 }  // namespace ringleader
 
-#endif  // RINGLEADER_WORKER_SYNC_FSDP_PLAN_H_
+#endif  // RINGLEADER_PLAN_FSDP_PLAN_H_

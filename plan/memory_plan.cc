@@ -1,5 +1,5 @@
 // The formulas of memory_plan.h, one function per quantity.
-#include "common/memory_plan.h"
+#include "plan/memory_plan.h"
 
 #include <algorithm>
 #include <set>
@@ -9,8 +9,8 @@
 #include "common/job_spec.h"
 #include "common/spec_kinds.h"
 #include "common/status_macros.h"
-#include "worker/sync/fsdp_plan.h"
-#include "worker/sync/zero2_plan.h"
+#include "plan/fsdp_plan.h"
+#include "plan/zero2_plan.h"
 
 namespace ringleader {
 namespace {
@@ -110,7 +110,8 @@ absl::StatusOr<v1::RankMemory> PredictRankMemory(const v1::JobSpec& spec,
   const uint64_t shard = ShardOf(t, world_size, rank);
   const bool momentum = spec.optimizer().momentum() > 0;
   const bool bf16 = CommDtypeOf(spec) == Precision::kBf16;
-  // zero2 / fsdp: a second gradient shard receives each later micro-batch (zero2_reducer.h).
+  // zero2 / fsdp: a second gradient shard receives each later micro-batch
+  // (worker/sync/zero2_reducer.h).
   const bool accumulating = spec.sync().gradient_accumulation_steps() > 1;
 
   uint64_t parameters = kFloatBytes * p;
@@ -129,7 +130,7 @@ absl::StatusOr<v1::RankMemory> PredictRankMemory(const v1::JobSpec& spec,
     }
   } else if (!traits.shards_parameters) {  // zero2
     // The zero2 reducer's gradient shard and bucket pool, zero1's sharded optimizer and
-    // parameter gather on the bucket-aligned shards (worker/sync/zero2_plan.h).
+    // parameter gather on the bucket-aligned shards (plan/zero2_plan.h).
     absl::StatusOr<Zero2Plan> z = PlanZero2(
         TrainableCounts(spec.model()), world_size,
         Zero2LayoutOptions(spec.sync().first_bucket_mb(), spec.sync().bucket_cap_mb()));

@@ -1,4 +1,4 @@
-#include "worker/sync/fsdp_plan.h"
+#include "plan/fsdp_plan.h"
 
 #include <vector>
 

@@ -1,4 +1,4 @@
-#include "worker/sync/shard_plan.h"
+#include "plan/shard_plan.h"
 
 #include <algorithm>
 

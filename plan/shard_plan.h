@@ -13,13 +13,13 @@
 //     rank 2: elements [8, 13) → param 1 [2, 3), param 3 [0, 4)
 //
 // Pure arithmetic, no I/O; the same on every rank for the same counts and world size.
-#ifndef RINGLEADER_WORKER_SYNC_SHARD_PLAN_H_
-#define RINGLEADER_WORKER_SYNC_SHARD_PLAN_H_
+#ifndef RINGLEADER_PLAN_SHARD_PLAN_H_
+#define RINGLEADER_PLAN_SHARD_PLAN_H_
 
 #include <cstddef>
 #include <vector>
 
-#include "worker/trainer/parameter.h"
+#include "plan/element_range.h"
 
 namespace ringleader {
 
@@ -42,4 +42,4 @@ ShardPlan PlanShards(const std::vector<size_t>& counts, size_t world_size);
 
 }  // namespace ringleader
 
-#endif  // RINGLEADER_WORKER_SYNC_SHARD_PLAN_H_
+#endif  // RINGLEADER_PLAN_SHARD_PLAN_H_

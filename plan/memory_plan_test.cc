@@ -1,4 +1,4 @@
-#include "common/memory_plan.h"
+#include "plan/memory_plan.h"
 
 #include <string>
 

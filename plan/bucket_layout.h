@@ -11,12 +11,12 @@
 //
 // Arena: bucket b occupies elements [offset, offset + count) of one flat float array, its
 // parameters' slots back to back in bucket order. After the last bucket the arena has
-// `extra_tail` more elements (the reducer's readiness sentinel, see reducer.h), which belong to
-// the last bucket's collective: `collective_count(b)`.
+// `extra_tail` more elements (the reducer's readiness sentinel, see worker/sync/reducer.h),
+// which belong to the last bucket's collective: `collective_count(b)`.
 //
 //   arena: | b0: p9 p8 | b1: p7 p6 p5 | ... | bL: p1 p0 | tail |
-#ifndef RINGLEADER_WORKER_SYNC_BUCKET_LAYOUT_H_
-#define RINGLEADER_WORKER_SYNC_BUCKET_LAYOUT_H_
+#ifndef RINGLEADER_PLAN_BUCKET_LAYOUT_H_
+#define RINGLEADER_PLAN_BUCKET_LAYOUT_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -76,4 +76,4 @@ uint64_t LayoutFingerprint(const BucketLayout& layout);
 
 }  // namespace ringleader
 
-#endif  // RINGLEADER_WORKER_SYNC_BUCKET_LAYOUT_H_
+#endif  // RINGLEADER_PLAN_BUCKET_LAYOUT_H_

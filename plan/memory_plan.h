@@ -9,13 +9,13 @@
 //       optimizer state)
 //   N   world size; r the rank (0..N-1)
 //   S_r rank r's shard of the T trainable elements: floor(T(r+1)/N) - floor(Tr/N), the split of
-//       worker/sync/shard_plan.h; C = ceil(T/N) bounds every S_r
+//       plan/shard_plan.h; C = ceil(T/N) bounds every S_r
 //   G   zero1's gather chunk: min(C, kZero1GatherChunkElements = 2^18) elements
 //   m   1 when optimizer.momentum > 0 (SGD keeps one fp32 momentum buffer per stepped
 //       element), else 0
 //   b   1 when sync.comm_dtype is bf16, else 0
 //   a   1 when sync.gradient_accumulation_steps > 1, else 0
-//   zero2's figures come from its bucket layout (worker/sync/zero2_plan.h: the DDP reducer's
+//   zero2's figures come from its bucket layout (plan/zero2_plan.h: the DDP reducer's
 //   initial buckets over the trainable parameters, no readiness float), bucket b of c_b
 //   elements split in N slices of s_b = ceil(c_b / N):
 //   Z   the gradient shard, Σ_b s_b (the same on every rank; >= C, padding included)
@@ -26,7 +26,7 @@
 //   fsdp uses zero2's plan over every parameter (frozen ones too: they are sharded with their
 //   buckets and reduce as zeros; O_r counts the trainable ones only, which have momentum), and
 //   S   its layer staging: max over layers of the padded sizes N s_b of the buckets holding
-//       that layer's weight and bias, summed (worker/sync/fsdp_plan.h)
+//       that layer's weight and bias, summed (plan/fsdp_plan.h)
 //
 // Per rank, in bytes:
 //
@@ -64,8 +64,8 @@
 //   bf16 mixed-precision copies (mixed_precision: bf16).
 //
 // Pure functions: no I/O, the same answer in every process.
-#ifndef RINGLEADER_COMMON_MEMORY_PLAN_H_
-#define RINGLEADER_COMMON_MEMORY_PLAN_H_
+#ifndef RINGLEADER_PLAN_MEMORY_PLAN_H_
+#define RINGLEADER_PLAN_MEMORY_PLAN_H_
 
 #include <cstdint>
 #include <string>
@@ -114,4 +114,4 @@ std::string FormatBytes(uint64_t bytes);
 
 }  // namespace ringleader
 
-#endif  // RINGLEADER_COMMON_MEMORY_PLAN_H_
+#endif  // RINGLEADER_PLAN_MEMORY_PLAN_H_

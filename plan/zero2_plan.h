@@ -22,15 +22,15 @@
 // (padding included, the same on every rank), bucket b's slice at shard_offset[b].
 //
 // Pure arithmetic, no I/O; the same on every rank for the same counts, world size and options.
-#ifndef RINGLEADER_WORKER_SYNC_ZERO2_PLAN_H_
-#define RINGLEADER_WORKER_SYNC_ZERO2_PLAN_H_
+#ifndef RINGLEADER_PLAN_ZERO2_PLAN_H_
+#define RINGLEADER_PLAN_ZERO2_PLAN_H_
 
 #include <cstddef>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "worker/sync/bucket_layout.h"
-#include "worker/sync/shard_plan.h"
+#include "plan/bucket_layout.h"
+#include "plan/shard_plan.h"
 
 namespace ringleader {
 
@@ -69,4 +69,4 @@ absl::StatusOr<Zero2Plan> PlanZero2(const std::vector<size_t>& counts, size_t wo
 
 }  // namespace ringleader
 
-#endif  // RINGLEADER_WORKER_SYNC_ZERO2_PLAN_H_
+#endif  // RINGLEADER_PLAN_ZERO2_PLAN_H_

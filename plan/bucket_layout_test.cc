@@ -1,4 +1,4 @@
-#include "worker/sync/bucket_layout.h"
+#include "plan/bucket_layout.h"
 
 #include <numeric>
 #include <set>

@@ -1,4 +1,4 @@
-#include "worker/sync/zero2_plan.h"
+#include "plan/zero2_plan.h"
 
 #include <vector>
 
