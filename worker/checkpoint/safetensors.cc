@@ -11,11 +11,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/bf16.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "worker/checkpoint/file_io.h"
 #include "worker/checkpoint/little_endian.h"
-#include "worker/collective/bf16.h"
 
 namespace ringleader {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
-#include "worker/collective/bf16.h"
+#include "common/bf16.h"
 
 namespace ringleader {
 namespace {

@@ -3,7 +3,7 @@
 // same way and refuse the same mistakes with the same words.
 //
 // Reductions: float32 sum/avg/max; bfloat16 (stored as uint16) sum/avg/max, each pairwise step
-// computed in float and rounded to nearest even (bf16.h), like NCCL; uint8 sum (wrapping mod
+// computed in float and rounded to nearest even (common/bf16.h), like NCCL; uint8 sum (wrapping mod
 // 256) and max; kAvg reduces as kSum and is then divided by the world size (DivideInPlace).
 // Max propagates NaN so the drift check sees one anywhere.
 #ifndef RINGLEADER_WORKER_COLLECTIVE_HOST_OPS_H_

@@ -4,8 +4,8 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "common/bf16.h"
 #include "common/status_macros.h"
-#include "worker/collective/bf16.h"
 #include "worker/sync/drift_math.h"
 
 namespace ringleader {

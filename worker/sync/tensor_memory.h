@@ -11,7 +11,7 @@
 //   CopyFromHost/ToHost     small host values: the readiness sentinel, the unused-parameter
 //                           bitmaps, the ledger summaries, the rebuilt bucket order
 //   Copy                    arena to arena on a bucket rebuild
-//   CastToBf16/FromBf16     the bf16 wire format (bf16.h's rounding, nearest-even)
+//   CastToBf16/FromBf16     the bf16 wire format (common/bf16.h's rounding, nearest-even)
 //   MaxAbsDiff              the drift check's per-tensor max|a - b|
 //   SquaredSum              strategy zero2's norm of its gradient shard
 //   Add                     strategy zero2's gradient accumulation into its shard
@@ -80,7 +80,7 @@ class TensorMemory {
   virtual absl::Status Add(float* dst, const float* src, size_t count) = 0;
 };
 
-// Plain host memory (operator new, memset, memcpy, bf16.h). Never fails but for allocation
+// Plain host memory (operator new, memset, memcpy, common/bf16.h). Never fails but for allocation
 // (RESOURCE_EXHAUSTED). Process-wide, stateless.
 TensorMemory* HostMemory();
 

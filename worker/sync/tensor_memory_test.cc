@@ -7,9 +7,9 @@
 #include <limits>
 #include <vector>
 
+#include "common/bf16.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/collective/bf16.h"
 #include "worker/sync/recording_tensor_memory.h"
 
 namespace ringleader {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "worker/collective/bf16.h"
+#include "common/bf16.h"
 #include "worker/trainer/mlp_math.h"
 
 namespace ringleader {

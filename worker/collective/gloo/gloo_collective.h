@@ -14,8 +14,9 @@
 // operations run strictly one after another.
 //
 // Reductions: float32 sum/avg/max; bfloat16 (stored as uint16) sum/avg/max, with the sum computed
-// in float per step and rounded to nearest even (see bf16.h); uint8 sum (wrapping mod 256) and max
-// (kAvg on uint8 is INVALID_ARGUMENT). kAvg = sum, then divide by world_size on each rank.
+// in float per step and rounded to nearest even (see common/bf16.h); uint8 sum (wrapping mod 256)
+// and max (kAvg on uint8 is INVALID_ARGUMENT). kAvg = sum, then divide by world_size on each
+// rank.
 // ReduceScatter is an all-reduce of the whole input into a scratch buffer followed by a copy of
 // this rank's slice: it moves world_size x the bytes of a true reduce-scatter and allocates
 // in.bytes() of scratch per call — fine for the drift check, not for hot paths.

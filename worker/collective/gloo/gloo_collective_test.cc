@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/bf16.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/collective/bf16.h"
 #include "worker/collective/gloo/gloo_test_util.h"
 
 namespace ringleader {

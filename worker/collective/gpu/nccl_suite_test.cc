@@ -14,11 +14,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/bf16.h"
 #include "common/gpu/gpu_test_util.h"
 #include "common/ulp.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/collective/bf16.h"
 #include "worker/collective/collective.h"
 #include "worker/collective/gpu/nccl_collective.h"
 #include "worker/collective/gpu/nccl_suite_options.h"

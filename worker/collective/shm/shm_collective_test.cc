@@ -17,9 +17,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "common/bf16.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/collective/bf16.h"
 #include "worker/collective/gloo/gloo_test_util.h"
 #include "worker/collective/in_memory_key_value_store.h"
 

@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/bf16.h"
 #include "common/gpu/gpu_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "plan/zero2_plan.h"
-#include "worker/collective/bf16.h"
 #include "worker/collective/gloo/gloo_collective.h"
 #include "worker/collective/gloo/gloo_test_util.h"
 #include "worker/collective/gpu/nccl_collective.h"

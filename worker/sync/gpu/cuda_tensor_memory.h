@@ -10,7 +10,7 @@
 //                        pageable source at once; the copies are a few bytes per step)
 //   CopyToHost           cudaMemcpyAsync, then cudaStreamSynchronize (the host needs the value)
 //   Copy                 cudaMemcpyAsync device to device
-//   CastToBf16/FromBf16  gpu_mlp_kernels.h's cast kernels (bf16.h's rounding)
+//   CastToBf16/FromBf16  gpu_mlp_kernels.h's cast kernels (common/bf16.h's rounding)
 //   MaxAbsDiff           tensor_memory_kernels.h's reduction, one partials copy back
 //   SquaredSum           gpu_mlp_kernels.h's squared-sum partials, one copy back, added in
 //                        block order (deterministic)

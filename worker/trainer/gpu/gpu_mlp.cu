@@ -1,10 +1,10 @@
 // The GPU trainer's kernels. Each kernel is a thin loop around one function of mlp_math.h,
-// sgd_math.h or bf16.h, so CPU and GPU share the arithmetic. Built with --fmad=false (see BUILD):
-// contracting a*b+c into one FMA would change the rounding and break the bit-for-bit match with
-// the CPU optimizer.
+// sgd_math.h or common/bf16.h, so CPU and GPU share the arithmetic. Built with --fmad=false (see
+// BUILD): contracting a*b+c into one FMA would change the rounding and break the bit-for-bit
+// match with the CPU optimizer.
 #include <cuda_runtime.h>
 
-#include "worker/collective/bf16.h"
+#include "common/bf16.h"
 #include "worker/trainer/gpu/gpu_mlp_kernels.h"
 #include "worker/trainer/mlp_math.h"
 #include "worker/trainer/sgd_math.h"

@@ -3,8 +3,8 @@
 //
 // Every launcher enqueues its kernel on `stream` and returns the launch's cudaError_t
 // (cudaSuccess, or e.g. cudaErrorInsufficientDriver without a GPU); n == 0 launches nothing.
-// Pointers are device pointers. The arithmetic is mlp_math.h's / sgd_math.h's / bf16.h's, so it
-// matches the CPU trainer element for element.
+// Pointers are device pointers. The arithmetic is mlp_math.h's / sgd_math.h's / common/bf16.h's,
+// so it matches the CPU trainer element for element.
 #ifndef RINGLEADER_WORKER_TRAINER_GPU_GPU_MLP_KERNELS_H_
 #define RINGLEADER_WORKER_TRAINER_GPU_GPU_MLP_KERNELS_H_
 
@@ -41,7 +41,7 @@ cudaError_t LaunchBiasGrad(const float* delta, size_t batch, size_t cols, float*
 cudaError_t LaunchSgdUpdate(float* param, const float* grad, float* momentum, size_t n,
                             const SgdElementParams& h, bool first_step, cudaStream_t stream);
 
-// bfloat16 (stored as uint16_t) conversions, bf16.h's rounding (nearest, ties to even).
+// bfloat16 (stored as uint16_t) conversions, common/bf16.h's rounding (nearest, ties to even).
 cudaError_t LaunchFloatToBf16(const float* in, uint16_t* out, size_t n, cudaStream_t stream);
 cudaError_t LaunchBf16ToFloat(const uint16_t* in, float* out, size_t n, cudaStream_t stream);
 

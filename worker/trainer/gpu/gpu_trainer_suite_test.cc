@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/bf16.h"
 #include "common/gpu/gpu_test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/collective/bf16.h"
 #include "worker/data/dataset.h"
 #include "worker/trainer/gpu/gpu_mlp.h"
 #include "worker/trainer/gpu/gpu_sgd.h"

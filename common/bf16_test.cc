@@ -1,4 +1,4 @@
-#include "worker/collective/bf16.h"
+#include "common/bf16.h"
 
 #include <cmath>
 #include <cstdint>

@@ -1,7 +1,8 @@
-// bfloat16 <-> float conversion shared by host code (gloo reductions) and device code (kernels).
+// bfloat16 <-> float conversion shared by host code (gloo reductions, safetensors files) and
+// device code (kernels).
 // bfloat16 is the upper 16 bits of an IEEE float32; values are stored as uint16_t.
-#ifndef RINGLEADER_WORKER_COLLECTIVE_BF16_H_
-#define RINGLEADER_WORKER_COLLECTIVE_BF16_H_
+#ifndef RINGLEADER_COMMON_BF16_H_
+#define RINGLEADER_COMMON_BF16_H_
 
 #include <cstdint>
 #include <cstring>
@@ -34,4 +35,4 @@ RL_HOST_DEVICE inline uint16_t FloatToBf16(float f) {
 
 }  // namespace ringleader
 
-#endif  // RINGLEADER_WORKER_COLLECTIVE_BF16_H_
+#endif  // RINGLEADER_COMMON_BF16_H_
