@@ -1,15 +1,15 @@
 // `ringleader consolidate MANIFEST -o OUT.ckpt`: a sharded checkpoint (its manifest step-N.ckpt
 // and the shard files beside it) written as one consolidated checkpoint, the form final.ckpt
-// has (worker/checkpoint/sharded_checkpoint.h, ConsolidateShards). Runs offline, where the
+// has (checkpoint/sharded_checkpoint.h, ConsolidateShards). Runs offline, where the
 // checkpoint directory is readable; no coordinator.
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/file_io.h"
+#include "checkpoint/sharded_checkpoint.h"
 #include "client/command_util.h"
 #include "client/commands.h"
-#include "worker/checkpoint/checkpoint.h"
-#include "worker/checkpoint/file_io.h"
-#include "worker/checkpoint/sharded_checkpoint.h"
 
 namespace ringleader {
 namespace {

@@ -5,13 +5,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/shard_test_util.h"
+#include "checkpoint/sharded_checkpoint.h"
 #include "client/cli.h"
 #include "client/commands.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/checkpoint/checkpoint.h"
-#include "worker/checkpoint/shard_test_util.h"
-#include "worker/checkpoint/sharded_checkpoint.h"
 
 namespace ringleader {
 namespace {

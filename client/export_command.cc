@@ -1,15 +1,15 @@
 // `ringleader export JOB -o FILE.safetensors`: the job's final weights (the checkpoint rank 0
-// wrote at the end) as a safetensors file PyTorch can load (worker/checkpoint/export.h). The
+// wrote at the end) as a safetensors file PyTorch can load (checkpoint/export.h). The
 // checkpoint is read from the path the coordinator recorded, so the command runs where the
 // job's checkpoint_dir is readable.
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/export.h"
 #include "client/command_util.h"
 #include "client/commands.h"
 #include "common/states.h"
-#include "worker/checkpoint/checkpoint.h"
-#include "worker/checkpoint/export.h"
 
 namespace ringleader {
 

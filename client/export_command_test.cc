@@ -2,13 +2,13 @@
 #include <sstream>
 #include <string>
 
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors.h"
 #include "client/command_util.h"
 #include "client/commands.h"
 #include "client/mock_job_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/checkpoint/checkpoint.h"
-#include "worker/checkpoint/safetensors.h"
 
 namespace ringleader {
 namespace {

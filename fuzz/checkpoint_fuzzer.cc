@@ -1,4 +1,4 @@
-// Fuzz target: the checkpoint reader (worker/checkpoint/checkpoint.h) and what a rank does with
+// Fuzz target: the checkpoint reader (checkpoint/checkpoint.h) and what a rank does with
 // what it read (resume: RestoreTrainingState; init_from: ReadInitialWeights, LoadInitialWeights).
 //
 // Input: the bytes of a checkpoint file. Each input is read twice: as it is, and with its last 4
@@ -17,10 +17,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/sharded_checkpoint.h"
 #include "fuzz/fuzz_util.h"
-#include "worker/checkpoint/checkpoint.h"
 #include "worker/checkpoint/initial_weights.h"
-#include "worker/checkpoint/sharded_checkpoint.h"
 #include "worker/checkpoint/training_state.h"
 #include "worker/trainer/mlp.h"
 #include "worker/trainer/sgd.h"

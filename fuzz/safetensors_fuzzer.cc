@@ -1,4 +1,4 @@
-// Fuzz target: the safetensors reader (worker/checkpoint/safetensors.h), directly and as
+// Fuzz target: the safetensors reader (checkpoint/safetensors.h), directly and as
 // init_from reads it (ReadInitialWeights, LoadInitialWeights).
 //
 // Input: the bytes of a .safetensors file.
@@ -14,9 +14,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
+#include "checkpoint/safetensors.h"
 #include "fuzz/fuzz_util.h"
 #include "worker/checkpoint/initial_weights.h"
-#include "worker/checkpoint/safetensors.h"
 #include "worker/trainer/mlp.h"
 
 namespace ringleader {

@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_series.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/cluster_test.h"
-#include "worker/checkpoint/checkpoint.h"
-#include "worker/checkpoint/checkpoint_series.h"
 
 namespace ringleader {
 namespace e2e {

@@ -9,11 +9,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "checkpoint/checkpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/e2e/cluster.h"
 #include "tests/e2e/cluster_test.h"
-#include "worker/checkpoint/checkpoint.h"
 
 namespace ringleader {
 namespace e2e {

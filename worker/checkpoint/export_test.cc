@@ -1,4 +1,4 @@
-#include "worker/checkpoint/export.h"
+#include "checkpoint/export.h"
 
 #include <cmath>
 #include <map>
@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/safetensors.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/checkpoint/safetensors.h"
 #include "worker/checkpoint/test_model.h"
 #include "worker/checkpoint/training_state.h"
 

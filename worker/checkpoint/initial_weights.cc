@@ -9,10 +9,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "checkpoint/file_io.h"
+#include "checkpoint/safetensors.h"
+#include "checkpoint/sharded_checkpoint.h"
 #include "common/status_macros.h"
-#include "worker/checkpoint/file_io.h"
-#include "worker/checkpoint/safetensors.h"
-#include "worker/checkpoint/sharded_checkpoint.h"
 #include "worker/checkpoint/training_state.h"
 
 namespace ringleader {

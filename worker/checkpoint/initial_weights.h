@@ -2,7 +2,7 @@
 // or a safetensors file (e.g. exported from PyTorch), checked against the model, then copied
 // into it.
 //
-// Tensor names are PyTorch's state_dict names, shapes its shapes (export.h): fc1.weight
+// Tensor names are PyTorch's state_dict names, shapes its shapes (checkpoint/export.h): fc1.weight
 // [out, in], fc1.bias [out], ..., and the model's buffers (fc1.input_mean [in],
 // fc1.input_mask [in]; a bool buffer is read as value != 0). Optimizer momentum buffers
 // ("<parameter>.momentum_buffer", in ringleader checkpoints) are ignored by LoadInitialWeights:
@@ -10,8 +10,9 @@
 // the momentum too (model.init_optimizer_state: InitialMomentum). A checkpoint's momentum is
 // whole (ddp's consolidated format, whatever strategy and world size wrote it), so a job of
 // another world size or strategy takes it as it is, each rank keeping its owned slice. A
-// sharded checkpoint's manifest (sharded_checkpoint.h) is read as the consolidated checkpoint
-// its shards make (ConsolidateShards), so init_from may name a zero1/zero2 job's step-N.ckpt.
+// sharded checkpoint's manifest (checkpoint/sharded_checkpoint.h) is read as the consolidated
+// checkpoint its shards make (ConsolidateShards), so init_from may name a zero1/zero2 job's
+// step-N.ckpt.
 //
 // Thread-safety: free functions; the model must not be used concurrently.
 #ifndef RINGLEADER_WORKER_CHECKPOINT_INITIAL_WEIGHTS_H_
@@ -22,7 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "worker/checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "worker/trainer/mlp.h"
 
 namespace ringleader {

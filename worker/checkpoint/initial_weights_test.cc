@@ -6,13 +6,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/export.h"
+#include "checkpoint/file_io.h"
+#include "checkpoint/shard_test_util.h"
+#include "checkpoint/sharded_checkpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/checkpoint/checkpoint.h"
-#include "worker/checkpoint/export.h"
-#include "worker/checkpoint/file_io.h"
-#include "worker/checkpoint/shard_test_util.h"
-#include "worker/checkpoint/sharded_checkpoint.h"
 #include "worker/checkpoint/test_model.h"
 #include "worker/checkpoint/training_state.h"
 #include "worker/trainer/sgd.h"

@@ -5,7 +5,7 @@
 #include <iostream>
 #include <memory>
 
-#include "worker/checkpoint/export.h"
+#include "checkpoint/export.h"
 #include "worker/checkpoint/test_model.h"
 
 int main(int argc, char** argv) {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "worker/checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "worker/trainer/mlp.h"
 
 namespace ringleader {

@@ -22,12 +22,6 @@ absl::Status Mismatch(const std::string& name, const std::string& what) {
 
 }  // namespace
 
-bool IsMomentumBufferName(const std::string& name) {
-  const std::string suffix = MomentumBufferName("");
-  return name.size() > suffix.size() &&
-         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 CheckpointData CaptureTrainingState(Mlp* model, const SgdOptimizer& optimizer, uint64_t step,
                                     uint64_t epoch, const std::string& spec_fingerprint) {
   CheckpointData data;

@@ -11,15 +11,11 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "worker/checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "worker/trainer/mlp.h"
 #include "worker/trainer/sgd.h"
 
 namespace ringleader {
-
-// True for the names CaptureTrainingState gives optimizer momentum buffers
-// ("<parameter>.momentum_buffer"): optimizer state, not part of the model.
-bool IsMomentumBufferName(const std::string& name);
 
 // The model buffers as checkpoint tensors, in order: shape [count], a bool buffer as 0/1 floats.
 // `buffers` point at host memory.

@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/checkpoint/checkpoint.h"
 #include "worker/data/dataset.h"
 #include "worker/trainer/mlp.h"
 #include "worker/trainer/sgd.h"

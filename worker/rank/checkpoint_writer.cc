@@ -5,11 +5,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_series.h"
+#include "checkpoint/sharded_checkpoint.h"
 #include "common/spec_kinds.h"
 #include "common/status_macros.h"
-#include "worker/checkpoint/checkpoint.h"
-#include "worker/checkpoint/checkpoint_series.h"
-#include "worker/checkpoint/sharded_checkpoint.h"
 #include "worker/checkpoint/training_state.h"
 #include "worker/rank/resume.h"
 #include "worker/sync/tensor_memory.h"

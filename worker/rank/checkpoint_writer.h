@@ -1,14 +1,15 @@
-// A rank's part in writing its job's checkpoints (<checkpoint_dir>/<job>/, checkpoint_series.h):
+// A rank's part in writing its job's checkpoints (<checkpoint_dir>/<job>/,
+// checkpoint/checkpoint_series.h):
 //
 //   periodic, checkpoint_format consolidated (the default): a strategy that does not hold the
 //     whole state on every rank gathers it (SyncStrategy::GatherCheckpointState: the momentum
 //     shards; fsdp also the parameters, released after the write), then rank 0 writes
 //     step-N.ckpt in ddp's format and rotates the older ones;
 //   periodic, checkpoint_format sharded (zero1 / zero2 / fsdp): no gather. Every rank writes
-//     step-N.shard-<r>-of-<W> (SyncStrategy::CaptureShard, sharded_checkpoint.h); one 1-float
-//     all-reduce then tells every rank whether every shard was written, so rank 0 writes the
-//     manifest step-N.ckpt (sizes and checksums read back from the files) only once all are
-//     (the commit point), and rotates;
+//     step-N.shard-<r>-of-<W> (SyncStrategy::CaptureShard, checkpoint/sharded_checkpoint.h);
+//     one 1-float all-reduce then tells every rank whether every shard was written, so rank 0
+//     writes the manifest step-N.ckpt (sizes and checksums read back from the files) only once
+//     all are (the commit point), and rotates;
 //   final: PrepareFinal gathers as the consolidated periodic write does (while the collective is open); rank 0 writes final.ckpt (always consolidated: what
 //     `ringleader export` and model.init_from read).
 //
@@ -27,8 +28,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "checkpoint/file_io.h"
 #include "proto/ringleader.pb.h"
-#include "worker/checkpoint/file_io.h"
 #include "worker/collective/collective.h"
 #include "worker/rank/model_runner.h"
 #include "worker/strategy/sync_strategy.h"

@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
 #include "common/job_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/checkpoint/checkpoint.h"
 #include "worker/collective/gloo/gloo_test_util.h"
 #include "worker/coordinator_client/fake_coordinator.h"
 #include "worker/rank/gloo_ranks_test_util.h"

@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint_series.h"
 #include "common/status_macros.h"
-#include "worker/checkpoint/checkpoint_series.h"
 
 namespace ringleader {
 namespace {

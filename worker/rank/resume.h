@@ -11,8 +11,8 @@
 //
 // Every rank thus resumes from the same step even when a newer file is corrupt or being
 // copied: rank 0 alone chooses, and the others follow. A sharded checkpoint is chosen only when
-// every shard matches its manifest (checkpoint_series.h); the decision then holds the manifest,
-// and each rank reads its shards from beside it (starting_state.h).
+// every shard matches its manifest (checkpoint/checkpoint_series.h); the decision then holds the
+// manifest, and each rank reads its shards from beside it (starting_state.h).
 #ifndef RINGLEADER_WORKER_RANK_RESUME_H_
 #define RINGLEADER_WORKER_RANK_RESUME_H_
 
@@ -23,9 +23,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/file_io.h"
 #include "proto/ringleader.pb.h"
-#include "worker/checkpoint/checkpoint.h"
-#include "worker/checkpoint/file_io.h"
 #include "worker/collective/key_value_store.h"
 
 namespace ringleader {
@@ -37,11 +37,11 @@ inline constexpr char kResumeKey[] = "resume/checkpoint";
 // ("" when the spec has no checkpoint_dir).
 std::string JobCheckpointDir(const v1::JobSpec& spec, const std::string& job_id);
 
-// That directory, opened once for the checkpoint series (file_io.h: DirectoryHandle, kind
-// "checkpoint"): the spec's checkpoint_dir is opened with O_NOFOLLOW, then the job's directory
-// relative to it with O_NOFOLLOW, so a symbolic link swapped in for either after the worker
-// checked its allowed roots is refused, and the writes and reads through the handle stay in the
-// directories opened. `create`: missing directories are made (rank 0, before writing).
+// That directory, opened once for the checkpoint series (checkpoint/file_io.h: DirectoryHandle,
+// kind "checkpoint"): the spec's checkpoint_dir is opened with O_NOFOLLOW, then the job's
+// directory relative to it with O_NOFOLLOW, so a symbolic link swapped in for either after the
+// worker checked its allowed roots is refused, and the writes and reads through the handle stay
+// in the directories opened. `create`: missing directories are made (rank 0, before writing).
 // Errors: FAILED_PRECONDITION when the spec has no checkpoint_dir, or when either directory is
 // a symbolic link ("checkpoint directory <path> is a symbolic link ...") or not a directory;
 // NOT_FOUND (without `create`) when either does not exist; errno-derived codes otherwise.

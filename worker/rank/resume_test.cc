@@ -8,9 +8,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint_series.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/checkpoint/checkpoint_series.h"
 #include "worker/collective/in_memory_key_value_store.h"
 
 namespace ringleader {

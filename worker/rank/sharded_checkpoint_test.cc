@@ -4,7 +4,7 @@
 // sharded checkpoint and must continue bit for bit as an uninterrupted run of the same job
 // (every reduction order is fixed, and the resumed state is the state written). A damaged
 // shard makes rank 0 fall back to the previous checkpoint, naming the shard.
-#include "worker/checkpoint/sharded_checkpoint.h"
+#include "checkpoint/sharded_checkpoint.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -17,11 +17,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_series.h"
 #include "common/job_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/checkpoint/checkpoint.h"
-#include "worker/checkpoint/checkpoint_series.h"
 #include "worker/collective/gloo/gloo_collective.h"
 #include "worker/collective/gloo/gloo_test_util.h"
 #include "worker/collective/in_memory_key_value_store.h"

@@ -10,11 +10,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint_series.h"
+#include "checkpoint/sharded_checkpoint.h"
 #include "common/job_spec.h"
 #include "gtest/gtest.h"
 #include "plan/memory_plan.h"
-#include "worker/checkpoint/checkpoint_series.h"
-#include "worker/checkpoint/sharded_checkpoint.h"
 #include "worker/checkpoint/training_state.h"
 #include "worker/coordinator_client/fake_coordinator.h"
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint.h"
 #include "proto/ringleader.pb.h"
-#include "worker/checkpoint/checkpoint.h"
 #include "worker/rank/gloo_ranks_test_util.h"
 #include "worker/rank/training_loop.h"
 

@@ -4,9 +4,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/sharded_checkpoint.h"
 #include "common/status_macros.h"
 #include "worker/checkpoint/initial_weights.h"
-#include "worker/checkpoint/sharded_checkpoint.h"
 #include "worker/checkpoint/training_state.h"
 
 namespace ringleader {

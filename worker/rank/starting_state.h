@@ -3,8 +3,8 @@
 //
 //   a resumed attempt (ResumeDecision with a checkpoint)  → its parameters and buffers, and its
 //       optimizer state (momentum, step count): the job goes on where it stopped. A sharded
-//       checkpoint's manifest (sharded_checkpoint.h) is reassembled from rank 0's shard (whole
-//       parameters and buffers) and this rank's own (its slices) — AssembleShards;
+//       checkpoint's manifest (checkpoint/sharded_checkpoint.h) is reassembled from rank 0's
+//       shard (whole parameters and buffers) and this rank's own (its slices) — AssembleShards;
 //   model.init_from                                       → its parameters and buffers; with
 //       model.init_optimizer_state also its SGD momentum, at step count 0: a new job (any world
 //       size or strategy) continues another job's training rather than restarting the

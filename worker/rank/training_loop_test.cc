@@ -15,11 +15,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "checkpoint/checkpoint.h"
 #include "common/job_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "plan/memory_plan.h"
-#include "worker/checkpoint/checkpoint.h"
 #include "worker/checkpoint/training_state.h"
 #include "worker/collective/gloo/gloo_collective.h"
 #include "worker/collective/gloo/gloo_test_util.h"

@@ -17,12 +17,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_series.h"
 #include "common/job_spec.h"
 #include "gtest/gtest.h"
 #include "plan/memory_plan.h"
 #include "plan/shard_plan.h"
-#include "worker/checkpoint/checkpoint.h"
-#include "worker/checkpoint/checkpoint_series.h"
 #include "worker/checkpoint/training_state.h"
 #include "worker/collective/gloo/gloo_test_util.h"
 #include "worker/coordinator_client/fake_coordinator.h"

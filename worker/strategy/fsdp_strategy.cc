@@ -4,8 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "checkpoint/sharded_checkpoint.h"
 #include "common/status_macros.h"
-#include "worker/checkpoint/sharded_checkpoint.h"
 #include "worker/checkpoint/training_state.h"
 
 namespace ringleader {

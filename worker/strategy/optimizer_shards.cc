@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/sharded_checkpoint.h"
 #include "common/status_macros.h"
-#include "worker/checkpoint/sharded_checkpoint.h"
 #include "worker/checkpoint/training_state.h"
 #include "worker/sync/shard_sync.h"
 

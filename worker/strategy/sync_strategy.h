@@ -32,10 +32,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "checkpoint/checkpoint.h"
 #include "common/clock.h"
 #include "common/spec_kinds.h"
 #include "proto/ringleader.pb.h"
-#include "worker/checkpoint/checkpoint.h"
 #include "worker/collective/collective.h"
 #include "worker/rank/model_runner.h"
 #include "worker/rank/parameter_plan.h"
@@ -109,7 +109,7 @@ class SyncStrategy {
   // sharded, the parameters gathered whole into the runner until ReleaseCheckpointState.
   virtual absl::StatusOr<MomentumBuffers> GatherCheckpointState() = 0;
   virtual void ReleaseCheckpointState() {}
-  // This rank's shard of a checkpoint_format sharded checkpoint (sharded_checkpoint.h).
+  // This rank's shard of a checkpoint_format sharded checkpoint (checkpoint/sharded_checkpoint.h).
   // Errors: FAILED_PRECONDITION when the strategy holds the whole state (ddp); the runner's.
   virtual absl::StatusOr<CheckpointData> CaptureShard(uint64_t step, uint64_t epoch,
                                                       const std::string& fingerprint) = 0;

@@ -99,10 +99,6 @@ SgdElementParams ToElementParams(const SgdOptions& options) {
   return h;
 }
 
-std::string MomentumBufferName(const std::string& parameter_name) {
-  return absl::StrCat(parameter_name, ".momentum_buffer");
-}
-
 absl::Status CheckOptimizerShard(const std::vector<ParameterInfo>& params,
                                  const std::vector<ElementRange>& owned) {
   if (owned.size() != params.size()) {

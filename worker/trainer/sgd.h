@@ -39,9 +39,6 @@ absl::Status ValidateSgdOptions(const SgdOptions& options);
 // GPU kernel alike.
 SgdElementParams ToElementParams(const SgdOptions& options);
 
-// The name under which a parameter's momentum buffer is stored in a checkpoint.
-std::string MomentumBufferName(const std::string& parameter_name);
-
 // strategy zero1's optimizer shard: INVALID_ARGUMENT ("optimizer shard: ...") unless `owned`
 // has one range per parameter and each lies within its parameter's elements; OK otherwise.
 // The CPU and GPU runners check ModelRunner::ShardOptimizerState's argument with it.

@@ -1,4 +1,4 @@
-#include "worker/checkpoint/file_io.h"
+#include "checkpoint/file_io.h"
 
 #include <dirent.h>
 #include <fcntl.h>

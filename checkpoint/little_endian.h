@@ -2,8 +2,8 @@
 // byte order: the on-disk formats (checkpoint.h, safetensors.h) are little-endian everywhere.
 //
 // The Load functions read exactly sizeof(T) bytes at `p`; bounds are the caller's to check.
-#ifndef RINGLEADER_WORKER_CHECKPOINT_LITTLE_ENDIAN_H_
-#define RINGLEADER_WORKER_CHECKPOINT_LITTLE_ENDIAN_H_
+#ifndef RINGLEADER_CHECKPOINT_LITTLE_ENDIAN_H_
+#define RINGLEADER_CHECKPOINT_LITTLE_ENDIAN_H_
 
 #include <cstdint>
 #include <cstring>
@@ -39,4 +39,4 @@ inline float LoadFloat32(const char* p) {
 
 }  // namespace ringleader
 
-#endif  // RINGLEADER_WORKER_CHECKPOINT_LITTLE_ENDIAN_H_
+#endif  // RINGLEADER_CHECKPOINT_LITTLE_ENDIAN_H_

@@ -1,6 +1,6 @@
 // Shard files and their manifest: naming, the manifest's checksums, reassembly on resume, and
 // consolidation into one checkpoint.
-#include "worker/checkpoint/sharded_checkpoint.h"
+#include "checkpoint/sharded_checkpoint.h"
 
 #include <zlib.h>
 

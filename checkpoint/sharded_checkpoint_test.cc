@@ -1,15 +1,15 @@
-#include "worker/checkpoint/sharded_checkpoint.h"
+#include "checkpoint/sharded_checkpoint.h"
 
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_series.h"
+#include "checkpoint/file_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/checkpoint/checkpoint.h"
-#include "worker/checkpoint/checkpoint_series.h"
-#include "worker/checkpoint/file_io.h"
 
 namespace ringleader {
 namespace {

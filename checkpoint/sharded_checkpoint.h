@@ -23,8 +23,8 @@
 // Every file is read and written relative to the job's opened directory or with O_NOFOLLOW
 // (file_io.h), never through a symbolic link.
 // Thread-safety: free functions without shared state.
-#ifndef RINGLEADER_WORKER_CHECKPOINT_SHARDED_CHECKPOINT_H_
-#define RINGLEADER_WORKER_CHECKPOINT_SHARDED_CHECKPOINT_H_
+#ifndef RINGLEADER_CHECKPOINT_SHARDED_CHECKPOINT_H_
+#define RINGLEADER_CHECKPOINT_SHARDED_CHECKPOINT_H_
 
 #include <cstdint>
 #include <string>
@@ -32,8 +32,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "worker/checkpoint/checkpoint.h"
-#include "worker/checkpoint/file_io.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/file_io.h"
 
 namespace ringleader {
 
@@ -121,4 +121,4 @@ absl::StatusOr<CheckpointData> ConsolidateShards(const std::string& manifest_pat
 
 }  // namespace ringleader
 
-#endif  // RINGLEADER_WORKER_CHECKPOINT_SHARDED_CHECKPOINT_H_
+#endif  // RINGLEADER_CHECKPOINT_SHARDED_CHECKPOINT_H_

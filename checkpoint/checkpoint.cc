@@ -1,4 +1,4 @@
-#include "worker/checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 #include <zlib.h>
 
@@ -8,9 +8,9 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/file_io.h"
+#include "checkpoint/little_endian.h"
 #include "common/status_macros.h"
-#include "worker/checkpoint/file_io.h"
-#include "worker/checkpoint/little_endian.h"
 
 namespace ringleader {
 namespace {
@@ -240,6 +240,16 @@ const CheckpointTensor* CheckpointData::FindTensor(const std::string& name) cons
     if (t.name == name) return &t;
   }
   return nullptr;
+}
+
+std::string MomentumBufferName(const std::string& parameter_name) {
+  return absl::StrCat(parameter_name, ".momentum_buffer");
+}
+
+bool IsMomentumBufferName(const std::string& name) {
+  const std::string suffix = MomentumBufferName("");
+  return name.size() > suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 absl::Status WriteCheckpoint(const std::string& path, const CheckpointData& data) {

@@ -23,13 +23,13 @@
 //   {"format": "pt", "ringleader_step": "<step>", "spec_fingerprint": "<fingerprint>"}.
 //
 // Thread-safety: a free function; concurrent writers of one path must be serialised.
-#ifndef RINGLEADER_WORKER_CHECKPOINT_EXPORT_H_
-#define RINGLEADER_WORKER_CHECKPOINT_EXPORT_H_
+#ifndef RINGLEADER_CHECKPOINT_EXPORT_H_
+#define RINGLEADER_CHECKPOINT_EXPORT_H_
 
 #include <string>
 
 #include "absl/status/status.h"
-#include "worker/checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 namespace ringleader {
 
@@ -42,4 +42,4 @@ absl::Status ExportSafetensors(const CheckpointData& checkpoint, const std::stri
 
 }  // namespace ringleader
 
-#endif  // RINGLEADER_WORKER_CHECKPOINT_EXPORT_H_
+#endif  // RINGLEADER_CHECKPOINT_EXPORT_H_

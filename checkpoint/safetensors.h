@@ -18,8 +18,8 @@
 //
 // Thread-safety: free functions without shared state; concurrent writers of the same path must
 // be serialised by the caller.
-#ifndef RINGLEADER_WORKER_CHECKPOINT_SAFETENSORS_H_
-#define RINGLEADER_WORKER_CHECKPOINT_SAFETENSORS_H_
+#ifndef RINGLEADER_CHECKPOINT_SAFETENSORS_H_
+#define RINGLEADER_CHECKPOINT_SAFETENSORS_H_
 
 #include <cstdint>
 #include <map>
@@ -28,7 +28,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "worker/checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 namespace ringleader {
 
@@ -77,4 +77,4 @@ absl::StatusOr<std::vector<CheckpointTensor>> ReadSafetensors(const std::string&
 
 }  // namespace ringleader
 
-#endif  // RINGLEADER_WORKER_CHECKPOINT_SAFETENSORS_H_
+#endif  // RINGLEADER_CHECKPOINT_SAFETENSORS_H_

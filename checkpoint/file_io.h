@@ -21,8 +21,8 @@
 // Thread-safety: free functions without shared state; a DirectoryHandle may be used from any
 // thread (its methods are const and use only its descriptor); concurrent writers of the same
 // file must be serialised by the caller.
-#ifndef RINGLEADER_WORKER_CHECKPOINT_FILE_IO_H_
-#define RINGLEADER_WORKER_CHECKPOINT_FILE_IO_H_
+#ifndef RINGLEADER_CHECKPOINT_FILE_IO_H_
+#define RINGLEADER_CHECKPOINT_FILE_IO_H_
 
 #include <cstddef>
 #include <limits>
@@ -139,4 +139,4 @@ absl::StatusOr<std::string> ReadFileNoFollow(const std::string& kind, const std:
 
 }  // namespace ringleader
 
-#endif  // RINGLEADER_WORKER_CHECKPOINT_FILE_IO_H_
+#endif  // RINGLEADER_CHECKPOINT_FILE_IO_H_

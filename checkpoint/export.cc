@@ -1,11 +1,10 @@
-#include "worker/checkpoint/export.h"
+#include "checkpoint/export.h"
 
 #include <map>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "worker/checkpoint/safetensors.h"
-#include "worker/checkpoint/training_state.h"
+#include "checkpoint/safetensors.h"
 
 namespace ringleader {
 

@@ -1,12 +1,12 @@
 // Sharded checkpoints with known contents, for the tests of consolidation and init_from.
-#ifndef RINGLEADER_WORKER_CHECKPOINT_SHARD_TEST_UTIL_H_
-#define RINGLEADER_WORKER_CHECKPOINT_SHARD_TEST_UTIL_H_
+#ifndef RINGLEADER_CHECKPOINT_SHARD_TEST_UTIL_H_
+#define RINGLEADER_CHECKPOINT_SHARD_TEST_UTIL_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "worker/checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 namespace ringleader {
 
@@ -29,4 +29,4 @@ std::vector<CheckpointData> ShardLikeZero(const CheckpointData& whole,
 
 }  // namespace ringleader
 
-#endif  // RINGLEADER_WORKER_CHECKPOINT_SHARD_TEST_UTIL_H_
+#endif  // RINGLEADER_CHECKPOINT_SHARD_TEST_UTIL_H_

@@ -1,4 +1,4 @@
-#include "worker/checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,14 +1,14 @@
-#include "worker/checkpoint/shard_test_util.h"
+#include "checkpoint/shard_test_util.h"
 
 #include <algorithm>
 #include <filesystem>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "checkpoint/checkpoint_series.h"
+#include "checkpoint/file_io.h"
+#include "checkpoint/sharded_checkpoint.h"
 #include "gtest/gtest.h"
-#include "worker/checkpoint/checkpoint_series.h"
-#include "worker/checkpoint/file_io.h"
-#include "worker/checkpoint/sharded_checkpoint.h"
 
 namespace ringleader {
 

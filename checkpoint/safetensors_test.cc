@@ -1,4 +1,4 @@
-#include "worker/checkpoint/safetensors.h"
+#include "checkpoint/safetensors.h"
 
 #include <sys/stat.h>
 
@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/file_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/checkpoint/file_io.h"
 
 namespace ringleader {
 namespace {

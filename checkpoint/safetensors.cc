@@ -1,4 +1,4 @@
-#include "worker/checkpoint/safetensors.h"
+#include "checkpoint/safetensors.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,11 +11,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "checkpoint/file_io.h"
+#include "checkpoint/little_endian.h"
 #include "common/bf16.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "worker/checkpoint/file_io.h"
-#include "worker/checkpoint/little_endian.h"
 
 namespace ringleader {
 namespace {

@@ -1,4 +1,4 @@
-#include "worker/checkpoint/checkpoint_series.h"
+#include "checkpoint/checkpoint_series.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -1,5 +1,5 @@
 // Periodic checkpoints of a job: naming, rotation and the choice of a resume point.
-#include "worker/checkpoint/checkpoint_series.h"
+#include "checkpoint/checkpoint_series.h"
 
 #include <algorithm>
 #include <optional>
@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "checkpoint/sharded_checkpoint.h"
 #include "common/status_macros.h"
-#include "worker/checkpoint/sharded_checkpoint.h"
 
 namespace ringleader {
 namespace {
