@@ -11,14 +11,8 @@
 namespace ringleader {
 
 absl::StatusOr<FsdpPlan> PlanFsdpFor(const StrategyContext& context) {
-  std::vector<size_t> counts;
-  for (size_t i = 0; i < context.plan->reducer_index.size(); ++i) {
-    counts.push_back(context.plan->reducer_index[i] >= 0
-                         ? context.plan->trainable[context.plan->reducer_index[i]].count
-                         : 0);
-  }
   const v1::SyncSpec& sync = context.spec->sync();
-  return PlanFsdp(counts, MlpLayerParameters(context.model_layers), context.world_size,
+  return PlanFsdp(ReducerElementCounts(*context.plan), MlpLayerParameters(context.model_layers), context.world_size,
                   Zero2LayoutOptions(sync.first_bucket_mb(), sync.bucket_cap_mb()));
 }
 

@@ -12,6 +12,12 @@
 
 namespace ringleader {
 
+std::vector<size_t> ReducerElementCounts(const ParameterPlan& plan) {
+  std::vector<size_t> counts;
+  for (const int t : plan.reducer_index) counts.push_back(t >= 0 ? plan.trainable[t].count : 0);
+  return counts;
+}
+
 OptimizerShards::OptimizerShards(ShardPlan plan, const StrategyContext& context)
     : plan_(std::move(plan)), c_(context) {}
 
@@ -68,6 +74,21 @@ absl::Status OptimizerShards::AddSlices(
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<CheckpointData> OptimizerShards::CaptureShardWithWholeParameters(
+    ModelRunner* runner, uint64_t step, uint64_t epoch, const std::string& fingerprint) const {
+  CheckpointData shard;
+  if (c_.rank == 0) {
+    ASSIGN_OR_RETURN(shard, runner->CaptureStateWithMomentum(
+                                step, epoch, fingerprint,
+                                MomentumBuffers(runner->parameters().size())));
+  }
+  shard.step = step;
+  shard.epoch = epoch;
+  shard.spec_fingerprint = fingerprint;
+  RETURN_IF_ERROR(AddSlices(runner, nullptr, &shard));
+  return shard;
 }
 
 std::string OptimizerShards::Describe() const {

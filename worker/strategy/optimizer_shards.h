@@ -13,6 +13,10 @@
 
 namespace ringleader {
 
+// Per model parameter, its element count where the reducer holds it and 0 where it does not
+// (frozen): what the shard plans split.
+std::vector<size_t> ReducerElementCounts(const ParameterPlan& plan);
+
 class OptimizerShards {
  public:
   OptimizerShards(ShardPlan plan, const StrategyContext& context);
@@ -34,6 +38,11 @@ class OptimizerShards {
   absl::Status AddSlices(ModelRunner* runner,
                          const std::function<const float*(size_t)>& owned_parameters,
                          CheckpointData* shard) const;
+
+  // This rank's shard of a sharded checkpoint where every rank holds the whole parameters
+  // (zero1, zero2): rank 0's also holds those and the buffers; then the momentum slices.
+  absl::StatusOr<CheckpointData> CaptureShardWithWholeParameters(
+      ModelRunner* runner, uint64_t step, uint64_t epoch, const std::string& fingerprint) const;
 
   // "zero1 (optimizer state for 58786 of 235146 elements)"
   std::string Describe() const;

@@ -28,13 +28,6 @@ class Zero1Strategy : public DdpStrategy {
   OptimizerShards shards_;
 };
 
-// Rank 0's whole parameters and buffers (every rank holds them under zero1 and zero2) for its
-// shard of a sharded checkpoint; an empty checkpoint on the other ranks.
-absl::StatusOr<CheckpointData> CaptureWholeParametersOnRankZero(ModelRunner* runner,
-                                                                uint32_t rank, uint64_t step,
-                                                                uint64_t epoch,
-                                                                const std::string& fingerprint);
-
 }  // namespace ringleader
 
 #endif  // RINGLEADER_WORKER_STRATEGY_ZERO1_STRATEGY_H_

@@ -4,19 +4,12 @@
 #include <utility>
 
 #include "common/status_macros.h"
-#include "worker/strategy/zero1_strategy.h"
 
 namespace ringleader {
 
 absl::StatusOr<Zero2Plan> PlanZero2For(const StrategyContext& context) {
-  std::vector<size_t> counts;
-  for (size_t i = 0; i < context.plan->reducer_index.size(); ++i) {
-    counts.push_back(context.plan->reducer_index[i] >= 0
-                         ? context.plan->trainable[context.plan->reducer_index[i]].count
-                         : 0);
-  }
   const v1::SyncSpec& sync = context.spec->sync();
-  return PlanZero2(counts, context.world_size,
+  return PlanZero2(ReducerElementCounts(*context.plan), context.world_size,
                    Zero2LayoutOptions(sync.first_bucket_mb(), sync.bucket_cap_mb()));
 }
 
@@ -117,10 +110,7 @@ absl::StatusOr<MomentumBuffers> Zero2Strategy::GatherCheckpointState() {
 
 absl::StatusOr<CheckpointData> Zero2Strategy::CaptureShard(uint64_t step, uint64_t epoch,
                                                            const std::string& fingerprint) {
-  ASSIGN_OR_RETURN(CheckpointData shard,
-                   CaptureWholeParametersOnRankZero(runner_, c_.rank, step, epoch, fingerprint));
-  RETURN_IF_ERROR(shards_.AddSlices(runner_, nullptr, &shard));
-  return shard;
+  return shards_.CaptureShardWithWholeParameters(runner_, step, epoch, fingerprint);
 }
 
 void Zero2Strategy::MeasureMemory(v1::RankMemory* memory) const {
