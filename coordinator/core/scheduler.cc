@@ -2,11 +2,12 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/spec_kinds.h"
 
 namespace ringleader {
 
 bool CanServe(const v1::JobSpec& spec, const WorkerRecord& worker) {
-  if (spec.backend() != "nccl") return true;
+  if (BackendOf(spec) != Backend::kNccl) return true;
   for (const v1::Device& device : worker.devices) {
     if (device.kind() == "cuda") return true;
   }
@@ -48,7 +49,7 @@ std::string WhyQueued(const std::vector<QueuedJob>& queue, size_t index, size_t 
     ++suitable;
     if (worker->state == v1::WORKER_STATE_IDLE) ++idle;
   }
-  const bool gpu = spec.backend() == "nccl";
+  const bool gpu = BackendOf(spec) == Backend::kNccl;
   if (suitable < needed) {
     if (gpu) {
       return absl::StrCat("needs ", needed, " workers with a cuda device; ", suitable,

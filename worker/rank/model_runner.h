@@ -24,7 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "worker/checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint.h"
 #include "worker/data/dataset.h"
 #include "worker/sync/tensor_memory.h"
 #include "worker/trainer/mlp.h"
@@ -114,7 +114,7 @@ class ModelRunner {
   virtual void ReleaseFullParameters() {}
 
   // strategy zero1: from now on the optimizer owns only owned[i] of parameter i's elements (one
-  // entry per parameter, possibly empty; worker/sync/shard_plan.h): OptimizerStep updates those
+  // entry per parameter, possibly empty; plan/shard_plan.h): OptimizerStep updates those
   // and keeps momentum for those only. Momentum already held (a restored checkpoint's) is cut
   // to the owned elements. Call before the first OptimizerStep.
   // Errors: INVALID_ARGUMENT for a wrong number of entries or a range past its parameter

@@ -16,12 +16,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/checkpoint_series.h"
 #include "common/gpu/gpu_test_util.h"
 #include "common/job_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/checkpoint/checkpoint.h"
-#include "worker/checkpoint/checkpoint_series.h"
 #include "worker/collective/gloo/gloo_collective.h"
 #include "worker/collective/gpu/nccl_collective.h"
 #include "worker/collective/in_memory_key_value_store.h"
