@@ -1,6 +1,6 @@
 // The charts of `ringleader plot`: a job's per-step, per-rank metrics (GetJobMetricsResponse) as
 // one SVG document, in plain C++ (no library). The dashboard's job page draws the same panels in
-// JavaScript (coordinator/dashboard/charts.js).
+// JavaScript (coordinator/http/dashboard/charts.js).
 //
 //   ┌ title ─────────────────────────────────────────────┐
 //   │ loss                  │ grad norm: synced vs local │   one panel per quantity, two

@@ -28,7 +28,7 @@ struct JobSpecLimits {
   double max_bucket_mb = 4096;              // sync.bucket_cap_mb and sync.first_bucket_mb
 };
 
-// Fills every unset field with its documented default (see README "Job spec"):
+// Fills every unset field with its documented default (docs/job-spec.md):
 // backend "gloo", strategy "ddp", model mlp 784-256-128-10, dataset fashion-mnist at the Debian
 // path, sgd lr 0.05 momentum 0.9 weight_decay 5e-4 dampening 0, bucket_cap_mb 25,
 // first_bucket_mb 1, broadcast_buffers true, overlap true, shared_memory true, accumulation 1,

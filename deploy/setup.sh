@@ -25,7 +25,7 @@ PACKAGES=(
   # grpc_cli nor grpcio-health-checking). systemd: systemd-analyze verify checks the units
   # install.sh stages. iproute2: ip and ss, for the multi-host test's network namespaces.
   grpc-proto systemd iproute2
-  # The fuzz targets (fuzz/, README "Fuzzing"): clang-14 compiles them, libclang-rt-14-dev holds
+  # The fuzz targets (fuzz/, docs/testing.md "Fuzzing"): clang-14 compiles them, libclang-rt-14-dev holds
   # libFuzzer and the ASan/UBSan runtimes (-fsanitize=fuzzer,address,undefined), llvm-14 the
   # llvm-symbolizer that puts file and line into their crash reports.
   clang-14 libclang-rt-14-dev llvm-14

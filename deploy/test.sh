@@ -7,7 +7,7 @@
 # with the toolkit variable pointed elsewhere (as on a machine without CUDA) everything but the
 # GPU code must build, and the checks below must pass there too; their cases count in the total.
 #
-# A whole run then fuzzes (fuzz/run_short.sh, README "Fuzzing"): each fuzz target, built with
+# A whole run then fuzzes (fuzz/run_short.sh, docs/testing.md "Fuzzing"): each fuzz target, built with
 # clang-14, libFuzzer, ASan and UBSan, runs on its seed corpus and for $RINGLEADER_FUZZ_SECONDS
 # (10) seconds more; each target is one case. Without clang-14 or libFuzzer they fail, not skip.
 set -uo pipefail

@@ -1,4 +1,4 @@
-// Helpers shared by the fuzz targets (README "Fuzzing").
+// Helpers shared by the fuzz targets (docs/testing.md, "Fuzzing").
 //
 // A fuzz target is `LLVMFuzzerTestOneInput(data, size)`: it must return 0 for every input and
 // never crash, hang or trip a sanitizer. What it must hold beyond that it checks with

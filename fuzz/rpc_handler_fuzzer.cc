@@ -1,4 +1,4 @@
-// Fuzz target: the coordinator's RPC handlers (coordinator/rpc_handler.h) on one in-process
+// Fuzz target: the coordinator's RPC handlers (coordinator/rpc/rpc_handler.h) on one in-process
 // Coordinator with a fake clock and an in-memory job store: what a gRPC client can send, in
 // any order, proto in and status out.
 //

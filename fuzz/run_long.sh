@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long fuzzing runs (README "Fuzzing"; not part of deploy/test.sh): builds the fuzz targets
+# Long fuzzing runs (docs/testing.md, "Fuzzing"; not part of deploy/test.sh): builds the fuzz targets
 # (fuzz_env.sh) and fuzzes each for N seconds, one after the other, starting from its seed
 # corpus. Everything found goes under one output folder, named at the start and the end:
 #   OUT/<target>/corpus/    new inputs that reached new code (fuzz/corpus/ is only read)

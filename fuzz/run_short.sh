@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The fuzz phase of deploy/test.sh (README "Fuzzing"): builds every fuzz target with clang-14,
+# The fuzz phase of deploy/test.sh (docs/testing.md, "Fuzzing"): builds every fuzz target with clang-14,
 # libFuzzer, ASan and UBSan (fuzz_env.sh), then runs each on its seed corpus, fuzz/corpus/<name>/,
 # and for a bounded time more. One line per target, then "N passed, N failed" (one case per
 # target: it passes when the run exits 0). Exits non-zero when any fails, also when clang-14 or

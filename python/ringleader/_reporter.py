@@ -65,7 +65,7 @@ class Reporter:
         self._retry_for_s = retry_for_s
 
         self._channel = _channel(address, tls_dir)
-        # The attempt's credential (coordinator/attempt_tokens.h), on every call.
+        # The attempt's credential (coordinator/core/attempt_tokens.h), on every call.
         self._metadata = (("ringleader-attempt-token", attempt_token),) if attempt_token else ()
         self._stub = pb_grpc.WorkerServiceStub(self._channel)
 

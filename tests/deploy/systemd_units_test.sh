@@ -110,7 +110,7 @@ check_root() {
   fi
 }
 
-# Sandbox directives every unit must keep (README "Install"), then each unit's own.
+# Sandbox directives every unit must keep (docs/security.md, "The systemd sandbox"), then each unit's own.
 COMMON_HARDENING=(NoNewPrivileges=yes CapabilityBoundingSet= ProtectSystem=strict ProtectHome=yes
   PrivateTmp=yes ProtectKernelTunables=yes ProtectKernelModules=yes ProtectKernelLogs=yes
   ProtectControlGroups=yes RestrictSUIDSGID=yes LockPersonality=yes

@@ -3,7 +3,7 @@
 // through this interface, so tests drive them with a gMock implementation (or an in-process fake)
 // and only `GrpcCoordinatorClient` (grpc_coordinator_client.h) links grpc++.
 //
-// Errors are the coordinator's, as documented per RPC in proto/ringleader.proto, plus what the
+// Errors are the coordinator's, as documented per RPC in proto/worker_service.proto, plus what the
 // transport adds: UNAVAILABLE (coordinator unreachable; implementations may already have retried
 // idempotent calls), DEADLINE_EXCEEDED (the call's own deadline passed), CANCELLED (CancelAll()).
 #ifndef RINGLEADER_WORKER_COORDINATOR_CLIENT_COORDINATOR_CLIENT_H_

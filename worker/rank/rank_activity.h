@@ -1,6 +1,6 @@
 // Where a rank process is in its life (RankPhase and a detail such as "step 13" or "connecting
 // to rank 0 at 10.1.0.2:41729"), for the ProgressReporter to send with every report and
-// keepalive: a failure's reason then says where each rank was (coordinator/culprit.h).
+// keepalive: a failure's reason then says where each rank was (coordinator/core/culprit.h).
 //
 //   STARTING -> LOADING_DATA -> [RESUMING] -> RENDEZVOUS <-> CONNECTING -> TRAINING
 //     -> (EVALUATING, CHECKPOINTING, TRAINING)* -> SHUTTING_DOWN

@@ -1,5 +1,5 @@
 // How closely the GPU trainer must track the CPU trainer, shared by the host tests (which
-// calibrate the bf16 figures with HostReferenceMlp) and the GPU suite. See README.md.
+// calibrate the bf16 figures with HostReferenceMlp) and the GPU suite. See docs/gpu.md.
 #ifndef RINGLEADER_WORKER_TRAINER_GPU_TOLERANCES_H_
 #define RINGLEADER_WORKER_TRAINER_GPU_TOLERANCES_H_
 
