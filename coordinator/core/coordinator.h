@@ -5,18 +5,8 @@
 // progress of every rank and the ranks' output (log_store.h: bounded, in memory only, never
 // saved to the job store). The gRPC service (rpc/grpc_service.h) only translates messages.
 //
-// Life of a job:
-//   SubmitJob → QUEUED; once N suitable workers are IDLE the head job is assigned: generation
-//   1, rank r → the r-th chosen worker, RENDEZVOUS; each worker's WaitAssignment returns its
-//   Assignment; every rank calls JoinJob with the spec fingerprint → RUNNING; ranks use
-//   KvSet/KvGet for their collective rendezvous, ReportProgress while training, and FinishRank
-//   at the end → SUCCEEDED when all succeeded. When a rank fails (or is lost, or the rendezvous
-//   runs out) and the job has restarts left, every rank of the attempt is told to abort and the
-//   job goes back to QUEUED at the head of the queue; after its backoff it is placed again as
-//   generation G+1, whose ranks resume from the last periodic checkpoint (job_state.h). With no
-//   restart left, or for a fault of the job itself, it ends FAILED. The job's workers
-//   become IDLE when the job ends; workers of a job that ended abnormally are told to abort the
-//   attempt in their next Heartbeat (and ReportProgress answers stop=true).
+// Life of a job (QUEUED → RENDEZVOUS → RUNNING → SUCCEEDED / FAILED / CANCELLED, restarts as
+// generation G+1 from the last checkpoint): job_state.h and docs/architecture.md.
 //
 // A coordinator restart (Restore) keeps a RUNNING job in RUNNING, same generation:
 //
@@ -31,14 +21,9 @@
 // generation 0 (a job never assigned) with FAILED_PRECONDITION "job J has no attempt yet
 // (STATE): wait for an assignment".
 //
-// Finished jobs kept: at most options.max_finished_jobs_kept finished jobs stay in memory. When
-// a job ends beyond that, the finished jobs that ended first are archived: dropped from memory
-// (job table, metrics history, step judge, logs, key-value store; parked watches and log reads
-// are answered) and moved to the job store's archive with their final status
-// (JobStore::Archive, after the lock is released). GetJob and WatchJob answer an archived job's
-// final status from the store (JobStatus.archived set), ListJobsPage lists archived jobs on
-// request; GetJobMetrics and GetLogs answer NOT_FOUND saying the job was archived, attempt
-// messages FAILED_PRECONDITION (the job ended). Queued and running jobs are never archived.
+// Finished jobs kept: at most options.max_finished_jobs_kept stay in memory; beyond that the
+// ones that ended first are archived to the job store (JobStore::Archive, after the lock is
+// released) and answered from there (JobStatus.archived); see docs/architecture.md.
 //
 // Time: every time comes from the injected Clock. Nothing happens on its own: CheckStaleness()
 // (a ticker in main, the test after advancing a FakeClock) declares workers lost, fails

@@ -1,6 +1,7 @@
 // strategy ddp: the bucketed all-reduce (see ddp_strategy.h).
 #include "worker/strategy/ddp_strategy.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
 namespace ringleader {
