@@ -4,6 +4,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "client/commands_test_util.h"
 #include "common/job_spec.h"
 #include "gmock/gmock.h"
@@ -278,6 +280,64 @@ TEST_F(CommandsTest, ListAndWorkersTables) {
   EXPECT_EQ(RunWorkers(client_, env_), kExitOk);
   EXPECT_THAT(out_.str(), HasSubstr("WORKER  NAME   HOST   STATE  DEVICES  JOB  RANK  HEARTBEAT"));
   EXPECT_THAT(out_.str(), HasSubstr("w-0     node0  host0  BUSY   cpu:0    j-3  0     300ms"));
+}
+
+TEST_F(CommandsTest, StatusSaysWhyAQueuedJobWaits) {
+  v1::GetJobResponse response;
+  *response.mutable_job() = QueuedJob();
+  EXPECT_CALL(client_, Get("j-4")).WillOnce(Return(response));
+  EXPECT_EQ(RunStatus("j-4", client_, env_), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr(absl::StrCat("state        QUEUED\nwaiting      ",
+                                                 kTooFewWorkers, "\n")));
+}
+
+TEST_F(CommandsTest, StatusOfAJobNotQueuedHasNoWaitingLine) {
+  v1::GetJobResponse response;
+  *response.mutable_job() = RunningJob();
+  // Even with a reason left over, only a QUEUED job waits.
+  response.mutable_job()->set_queued_reason(kTooFewWorkers);
+  EXPECT_CALL(client_, Get("j-3")).WillRepeatedly(Return(response));
+  EXPECT_EQ(RunStatus("j-3", client_, env_), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("state        RUNNING\n"));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("waiting")));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("registered workers")));
+
+  // A QUEUED job the coordinator gave no reason for (yet) has none either.
+  *response.mutable_job() = QueuedJob();
+  response.mutable_job()->clear_queued_reason();
+  EXPECT_CALL(client_, Get("j-4")).WillOnce(Return(response));
+  out_.str("");
+  EXPECT_EQ(RunStatus("j-4", client_, env_), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("state        QUEUED\n"));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("waiting")));
+}
+
+TEST_F(CommandsTest, ListSaysWhyAQueuedJobWaitsOnItsOwnLine) {
+  v1::ListJobsResponse jobs;
+  *jobs.add_jobs() = RunningJob();
+  *jobs.add_jobs() = QueuedJob();
+  EXPECT_CALL(client_, List(false)).WillOnce(Return(jobs));
+  EXPECT_EQ(RunList(ListOptions(), client_, env_), kExitOk);
+  const std::string text = out_.str();
+  const std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 3u) << text;  // the header and one line per job
+  EXPECT_THAT(lines[0], HasSubstr("STATE    WORLD  BACKEND"));
+  EXPECT_THAT(lines[0], ::testing::EndsWith("SUBMITTED                    WAITING"));
+  EXPECT_THAT(lines[1], HasSubstr("j-3  fmnist  RUNNING  2      gloo"));
+  EXPECT_THAT(lines[1], ::testing::EndsWith("  -"));
+  EXPECT_THAT(lines[2], HasSubstr("j-4  wide    QUEUED   3      gloo"));
+  EXPECT_THAT(lines[2], ::testing::EndsWith(absl::StrCat("2023-11-14 22:14:10.000 UTC  ",
+                                                         kTooFewWorkers)));
+}
+
+TEST_F(CommandsTest, ListHasNoWaitingColumnWhileNoJobWaits) {
+  v1::ListJobsResponse jobs;
+  *jobs.add_jobs() = RunningJob();
+  jobs.mutable_jobs(0)->set_queued_reason(kTooFewWorkers);  // not QUEUED: ignored
+  EXPECT_CALL(client_, List(false)).WillOnce(Return(jobs));
+  EXPECT_EQ(RunList(ListOptions(), client_, env_), kExitOk);
+  EXPECT_THAT(out_.str(), Not(HasSubstr("WAITING")));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("registered workers")));
 }
 
 TEST_F(CommandsTest, StatusOfAnArchivedJobSaysSo) {

@@ -92,6 +92,28 @@ inline v1::JobStatus RunningJob() {
   return job;
 }
 
+// What the coordinator answers for a job of 3 ranks while 2 workers are registered: QUEUED,
+// with its reason (coordinator/core/scheduler.cc: WhyQueued).
+inline constexpr char kTooFewWorkers[] =
+    "world_size 3 > 2 registered workers: register more workers or lower world_size";
+
+inline v1::JobStatus QueuedJob() {
+  v1::JobStatus job;
+  job.set_job_id("j-4");
+  job.set_state(v1::JOB_STATE_QUEUED);
+  job.set_spec_fingerprint("fedcba9876543210");
+  job.mutable_spec()->set_name("wide");
+  job.mutable_spec()->set_world_size(3);
+  job.mutable_spec()->set_backend("gloo");
+  job.set_submit_time_unix_ms(1'700'000'050'000);
+  v1::StateTransition* transition = job.add_transitions();
+  transition->set_state(v1::JOB_STATE_QUEUED);
+  transition->set_time_unix_ms(1'700'000'050'000);
+  transition->set_reason("submitted");
+  job.set_queued_reason(kTooFewWorkers);
+  return job;
+}
+
 }  // namespace ringleader
 
 #endif  // RINGLEADER_CLIENT_COMMANDS_TEST_UTIL_H_

@@ -3,12 +3,22 @@
 #include <cmath>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 
 namespace ringleader {
+
+std::string WaitingReason(const v1::JobStatus& job) {
+  if (job.state() != v1::JOB_STATE_QUEUED) return "";
+  std::string reason(absl::StripAsciiWhitespace(job.queued_reason()));
+  for (char& c : reason) {
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  }
+  return reason;
+}
 
 std::string FormatUnixMillis(int64_t unix_ms) {
   if (unix_ms == 0) return "-";

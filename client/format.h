@@ -26,6 +26,11 @@ std::string SummarizeSpec(const v1::JobSpec& spec);
 // "cpu:0", "cuda:1 (NVIDIA H100)"
 std::string FormatDevice(const v1::Device& device);
 
+// Why a QUEUED job waits (JobStatus.queued_reason), on one line: "world_size 3 > 2 registered
+// workers: register more workers or lower world_size". "" for a job in any other state or one
+// the coordinator gave no reason for.
+std::string WaitingReason(const v1::JobStatus& job);
+
 // "NOT_FOUND: job j-9 not found" -> the message and the code name, for error lines.
 std::string FormatStatus(const absl::Status& status);
 

@@ -1,7 +1,9 @@
 // `ringleader status | list | workers | cancel`: one call each, printed as tables. `status`
-// includes the coordinator's verdict so far, its alarms and straggler scores.
+// includes the coordinator's verdict so far, its alarms and straggler scores; `status` and
+// `list` say why a QUEUED job waits.
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/algorithm/container.h"
@@ -107,6 +109,8 @@ std::string FormatJobStatus(const v1::JobStatus& job) {
   std::string text = absl::StrCat("job          ", job.job_id(),
                                   job.spec().name().empty() ? "" : "  " + job.spec().name(), "\n");
   absl::StrAppend(&text, "state        ", JobStateName(job.state()), "\n");
+  const std::string waiting = WaitingReason(job);
+  if (!waiting.empty()) absl::StrAppend(&text, "waiting      ", waiting, "\n");
   if (job.archived()) {
     absl::StrAppend(&text,
                     "archived     yes: its final status, from the coordinator's job store (its "
@@ -245,17 +249,28 @@ int RunList(const ListOptions& options, JobClient& client, const CommandEnvironm
     *env.out << (options.states.empty() ? "no jobs\n" : "no jobs in that state\n");
     return kExitOk;
   }
-  Table table({"JOB", "NAME", "STATE", "WORLD", "BACKEND", "GEN", "STEP", "ACCURACY", "SUBMITTED"});
+  // Why each QUEUED job waits, in a last column that only appears while one does.
+  const bool any_waiting = absl::c_any_of(
+      response->jobs(), [](const v1::JobStatus& job) { return !WaitingReason(job).empty(); });
+  std::vector<std::string> headers = {"JOB",  "NAME", "STATE",    "WORLD",    "BACKEND",
+                                      "GEN",  "STEP", "ACCURACY", "SUBMITTED"};
+  if (any_waiting) headers.push_back("WAITING");
+  Table table(std::move(headers));
   for (const v1::JobStatus& job : response->jobs()) {
-    table.AddRow({job.job_id(), job.spec().name().empty() ? "-" : job.spec().name(),
-                  job.archived() ? absl::StrCat(JobStateName(job.state()), " (archived)")
-                                 : JobStateName(job.state()),
-                  absl::StrCat(job.spec().world_size()),
-                  job.spec().backend(), absl::StrCat(job.generation()), SlowestStep(job),
-                  job.epochs_size() > 0
-                      ? FormatNumber(job.epochs(job.epochs_size() - 1).test_accuracy())
-                      : "-",
-                  FormatUnixMillis(job.submit_time_unix_ms())});
+    std::vector<std::string> row = {
+        job.job_id(), job.spec().name().empty() ? "-" : job.spec().name(),
+        job.archived() ? absl::StrCat(JobStateName(job.state()), " (archived)")
+                       : JobStateName(job.state()),
+        absl::StrCat(job.spec().world_size()), job.spec().backend(),
+        absl::StrCat(job.generation()), SlowestStep(job),
+        job.epochs_size() > 0 ? FormatNumber(job.epochs(job.epochs_size() - 1).test_accuracy())
+                              : "-",
+        FormatUnixMillis(job.submit_time_unix_ms())};
+    if (any_waiting) {
+      const std::string waiting = WaitingReason(job);
+      row.push_back(waiting.empty() ? "-" : waiting);
+    }
+    table.AddRow(std::move(row));
   }
   *env.out << table.Render();
   return kExitOk;

@@ -1,6 +1,6 @@
-// `ringleader watch`: follows a job through WatchJob long polls until it ends, showing the
-// coordinator's alarms as they are raised, then prints the coordinator's verdict
-// (verdict_format.h). It judges nothing itself.
+// `ringleader watch`: follows a job through WatchJob long polls until it ends, showing why it
+// waits while QUEUED and the coordinator's alarms as they are raised, then prints the
+// coordinator's verdict (verdict_format.h). It judges nothing itself.
 #include <algorithm>
 #include <string>
 
@@ -107,6 +107,7 @@ int RunWatch(const std::string& job_id, const WatchOptions& options, JobClient& 
   int epochs_shown = 0;
   int alarms_shown = 0;
   uint64_t alarms_generation = 0;
+  std::string waiting_shown;  // the reason last printed while the job was QUEUED
   int failures = 0;
   absl::Duration backoff = absl::Milliseconds(500);
   while (true) {
@@ -149,6 +150,11 @@ int RunWatch(const std::string& job_id, const WatchOptions& options, JobClient& 
                                 JobStateName(transition.state()),
                                 transition.reason().empty() ? "" : ": " + transition.reason()));
     }
+    // Why a QUEUED job waits: once when the coordinator gives a reason, again only when it
+    // changes; a job queued again (a restart) shows its reason afresh.
+    const std::string waiting = WaitingReason(job);
+    if (!waiting.empty() && waiting != waiting_shown) printer.Line("waiting: " + waiting);
+    waiting_shown = waiting;
     if (job.epochs_size() < epochs_shown) epochs_shown = 0;
     for (; epochs_shown < job.epochs_size(); ++epochs_shown) {
       const v1::EpochReport& epoch = job.epochs(epochs_shown);

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "client/commands.h"
 #include "client/commands_test_util.h"
 #include "common/job_spec.h"
@@ -113,6 +114,57 @@ TEST_F(CommandsTest, WatchFollowsVersionsUntilSucceededAndShowsThePassVerdict) {
                               "result: PASS (300 steps judged, 2560 train samples/s)\n"));
   EXPECT_THAT(text, Not(HasSubstr("alarm:")));
   EXPECT_THAT(text, Not(HasSubstr("\r")));  // not a terminal
+}
+
+TEST_F(CommandsTest, WatchSaysWhyAQueuedJobWaitsOnceAndAgainWhenTheReasonChanges) {
+  const v1::JobStatus queued = QueuedJob();
+  v1::JobStatus still_waiting = queued;  // a new version for another reason, same wait
+  still_waiting.set_generation(1);
+  v1::JobStatus other_reason = queued;
+  const std::string busy =
+      "waiting for 3 idle workers: 2 of 3 suitable workers are idle (the others run jobs)";
+  other_reason.set_queued_reason(busy);
+  v1::JobStatus running = queued;
+  running.set_state(v1::JOB_STATE_RUNNING);
+  running.clear_queued_reason();
+  v1::StateTransition* placed = running.add_transitions();
+  placed->set_state(v1::JOB_STATE_RUNNING);
+  placed->set_time_unix_ms(1'700'000'060'000);
+  placed->set_reason("all ranks joined");
+  {
+    InSequence order;
+    EXPECT_CALL(client_, Watch("j-4", 0, _)).WillOnce(Return(Watched(queued, 1)));
+    EXPECT_CALL(client_, Watch("j-4", 1, _)).WillOnce(Return(Watched(queued, 1)));  // ran out
+    EXPECT_CALL(client_, Watch("j-4", 1, _)).WillOnce(Return(Watched(still_waiting, 2)));
+    EXPECT_CALL(client_, Watch("j-4", 2, _)).WillOnce(Return(Watched(other_reason, 3)));
+    EXPECT_CALL(client_, Watch("j-4", 3, _)).WillOnce(Return(Watched(other_reason, 4)));
+    EXPECT_CALL(client_, Watch("j-4", 4, _)).WillOnce(Return(Watched(running, 5)));
+    EXPECT_CALL(client_, Watch("j-4", 5, _))
+        .WillOnce(Return(Watched(
+            Finished(Judged(running, v1::Verdict::PASS, 300), v1::JOB_STATE_SUCCEEDED), 6)));
+  }
+  EXPECT_EQ(RunWatch("j-4", WatchOptions(), client_, env_), kExitOk);
+  const std::string text = out_.str();
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("2023-11-14 22:14:10.000 UTC  QUEUED: submitted\n"
+                                           "waiting: ",
+                                           kTooFewWorkers, "\nwaiting: ", busy,
+                                           "\n2023-11-14 22:14:20.000 UTC  RUNNING: all ranks "
+                                           "joined\n")));
+  // Each reason once, however many versions repeat it.
+  EXPECT_EQ(text.find(absl::StrCat("waiting: ", kTooFewWorkers)),
+            text.rfind(absl::StrCat("waiting: ", kTooFewWorkers)));
+  EXPECT_EQ(text.find("waiting: " + busy), text.rfind("waiting: " + busy));
+}
+
+TEST_F(CommandsTest, WatchOfARunningJobSaysNothingOfWaiting) {
+  v1::JobStatus running = RunningJob();
+  running.set_queued_reason(kTooFewWorkers);  // not QUEUED: ignored
+  EXPECT_CALL(client_, Watch("j-3", _, _))
+      .WillOnce(Return(Watched(running, 1)))
+      .WillOnce(Return(Watched(
+          Finished(Judged(running, v1::Verdict::PASS, 300), v1::JOB_STATE_SUCCEEDED), 2)));
+  EXPECT_EQ(RunWatch("j-3", WatchOptions(), client_, env_), kExitOk);
+  EXPECT_THAT(out_.str(), Not(HasSubstr("waiting")));
 }
 
 TEST_F(CommandsTest, WatchShowsAFailingAlarmAsRaisedAndTheFirstBadStepThenExitsOne) {
