@@ -3,6 +3,7 @@
 //   RETURN_IF_ERROR(DoThing());
 //   ASSIGN_OR_RETURN(auto value, ComputeValue());
 //   return WithPrefix(status, "step 3: ");   // same code and payloads, message prefixed
+//   return WithMessage(status, text);         // same code and payloads, message replaced
 #ifndef RINGLEADER_COMMON_STATUS_MACROS_H_
 #define RINGLEADER_COMMON_STATUS_MACROS_H_
 
@@ -13,15 +14,21 @@
 
 namespace ringleader {
 
-// `status` with `prefix` in front of its message, keeping its code and payloads (a payload
-// such as the peer a transport error is about must survive the context added on the way up).
-inline absl::Status WithPrefix(const absl::Status& status, absl::string_view prefix) {
+// `status` with its message replaced by `message`, keeping its code and payloads (a payload
+// such as the rank failure, common/rank_failure.h, must survive the words added on the way up).
+// An OK status is returned unchanged.
+inline absl::Status WithMessage(const absl::Status& status, absl::string_view message) {
   if (status.ok()) return status;
-  absl::Status prefixed(status.code(), absl::StrCat(prefix, status.message()));
-  status.ForEachPayload([&prefixed](absl::string_view url, const absl::Cord& payload) {
-    prefixed.SetPayload(url, payload);
+  absl::Status reworded(status.code(), message);
+  status.ForEachPayload([&reworded](absl::string_view url, const absl::Cord& payload) {
+    reworded.SetPayload(url, payload);
   });
-  return prefixed;
+  return reworded;
+}
+
+// `status` with `prefix` in front of its message, keeping its code and payloads.
+inline absl::Status WithPrefix(const absl::Status& status, absl::string_view prefix) {
+  return WithMessage(status, absl::StrCat(prefix, status.message()));
 }
 
 }  // namespace ringleader

@@ -322,9 +322,11 @@ class Recorder {
     request.set_error(error);
     if (ok && a.rank() == 0) request.set_checkpoint_path("/ckpt/job-1/final.ckpt");
     if (!ok) {
-      request.set_has_peer(true);
-      request.set_peer_rank(1 - a.rank());
-      request.set_peer_address("127.0.0.1:41729");
+      v1::RankFailure* failure = request.mutable_failure();
+      failure->set_kind(v1::RankFailure::PEER_CLOSED);
+      failure->set_has_peer(true);
+      failure->set_peer_rank(1 - a.rank());
+      failure->set_peer_address("127.0.0.1:41729");
     }
     Call(fuzz::kFinishRank, request, &RpcHandler::FinishRank);
   }

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/rank_failure.h"
 
 namespace ringleader {
 namespace gpu {
@@ -69,7 +70,10 @@ absl::Status CudaStatus(cudaError_t error, const char* expr, const char* file, i
                                     "): ", cudaGetErrorString(error));
   // A driver/device problem is about the machine, not the call: say so first.
   const char* prefix = code == absl::StatusCode::kFailedPrecondition ? kNoUsableGpu : "";
-  return absl::Status(code, absl::StrCat(prefix, Where(expr, file, line), detail));
+  absl::Status status(code, absl::StrCat(prefix, Where(expr, file, line), detail));
+  return error == cudaErrorMemoryAllocation
+             ? WithFailureKind(std::move(status), v1::RankFailure::OUT_OF_MEMORY)
+             : status;
 }
 
 absl::Status NcclStatus(ncclResult_t result, const char* expr, const char* file, int line,
@@ -81,7 +85,10 @@ absl::Status NcclStatus(ncclResult_t result, const char* expr, const char* file,
   std::string detail =
       absl::StrCat(ncclGetErrorString(result), " (nccl result ", static_cast<int>(result), ")");
   if (last != nullptr && last[0] != '\0') absl::StrAppend(&detail, "; last NCCL error: ", last);
-  return absl::Status(code, absl::StrCat(Where(expr, file, line), detail));
+  absl::Status status(code, absl::StrCat(Where(expr, file, line), detail));
+  // ncclRemoteError: "a remote process exited prematurely, or the network failed" (NCCL).
+  return result == ncclRemoteError ? WithFailureKind(std::move(status), v1::RankFailure::PEER_CLOSED)
+                                   : status;
 }
 
 absl::Status CublasStatus(cublasStatus_t status, const char* expr, const char* file, int line) {
@@ -90,7 +97,10 @@ absl::Status CublasStatus(cublasStatus_t status, const char* expr, const char* f
   std::string detail = absl::StrCat(cublasGetStatusName(status), " (status ",
                                     static_cast<int>(status), "): ", cublasGetStatusString(status));
   const char* prefix = code == absl::StatusCode::kFailedPrecondition ? kNoUsableGpu : "";
-  return absl::Status(code, absl::StrCat(prefix, Where(expr, file, line), detail));
+  absl::Status failed(code, absl::StrCat(prefix, Where(expr, file, line), detail));
+  return status == CUBLAS_STATUS_ALLOC_FAILED
+             ? WithFailureKind(std::move(failed), v1::RankFailure::OUT_OF_MEMORY)
+             : failed;
 }
 
 }  // namespace gpu

@@ -29,6 +29,9 @@
 //          CUBLAS_STATUS_ALLOC_FAILED -> RESOURCE_EXHAUSTED
 //          anything else -> INTERNAL
 //
+// Failure kinds (common/rank_failure.h payloads): cudaErrorMemoryAllocation and
+// CUBLAS_STATUS_ALLOC_FAILED are OUT_OF_MEMORY, ncclRemoteError PEER_CLOSED; the rest carry none.
+//
 // The conversion functions are exposed so tests (and callers holding a result code) can use
 // them directly. All functions are thread-safe.
 #ifndef RINGLEADER_COMMON_GPU_CUDA_STATUS_H_

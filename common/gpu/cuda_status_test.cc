@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "common/rank_failure.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -68,6 +69,8 @@ TEST(CudaStatusTest, CudaMacroRecordsExpressionPlaceAndLibraryText) {
   const absl::Status oom = CallCuda(cudaErrorMemoryAllocation);
   EXPECT_EQ(oom.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(std::string(oom.message()), ::testing::Not(HasSubstr("no usable GPU")));
+  EXPECT_EQ(FailureOf(oom).kind(), v1::RankFailure::OUT_OF_MEMORY);
+  EXPECT_FALSE(RankFailureOf(s).has_value());  // a machine without a GPU: no kind
 }
 
 TEST(CudaStatusTest, NcclMacroTreatsInProgressAsSuccessAndNamesTheResult) {
@@ -78,6 +81,7 @@ TEST(CudaStatusTest, NcclMacroTreatsInProgressAsSuccessAndNamesTheResult) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("r failed at common/gpu/cuda_status_test.cc:"));
   EXPECT_THAT(std::string(s.message()), HasSubstr(ncclGetErrorString(ncclRemoteError)));
   EXPECT_THAT(std::string(s.message()), HasSubstr("(nccl result 6)"));
+  EXPECT_EQ(FailureOf(s).kind(), v1::RankFailure::PEER_CLOSED);
 }
 
 TEST(CudaStatusTest, CublasMacroNamesTheStatus) {

@@ -8,6 +8,7 @@
 namespace ringleader {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 class AttemptTest : public CoordinatorTest {
@@ -20,6 +21,12 @@ class AttemptTest : public CoordinatorTest {
     attempt_ = AttemptId{job_, Generation(1)};
   }
   void JoinBoth() { assignments_ = TakeAndJoin({a_, b_}); }
+  // A failed rank's outcome of `kind` (culprit.h HandlingOf decides by it).
+  static Coordinator::RankOutcome Failed(const std::string& error, v1::RankFailure::Kind kind) {
+    Coordinator::RankOutcome outcome{false, error, ""};
+    outcome.failure.set_kind(kind);
+    return outcome;
+  }
   // A failure that reads as a peer's consequence is held for the peer's own report: let the
   // hold run out, so it ends the attempt.
   void OutwaitTheHold() {
@@ -224,8 +231,10 @@ TEST_F(AttemptTest, ARankWhoseDaemonWentSilentTooIsNamedGone) {
     ASSERT_TRUE(coordinator_.ReportProgress(attempt_, Rank(0), {}, {}).ok());
     ASSERT_TRUE(coordinator_.Heartbeat(a_, 1).ok());
   }
-  ASSERT_TRUE(
-      coordinator_.FinishRank(attempt_, Rank(0), {false, "connection closed by peer", ""}).ok());
+  ASSERT_TRUE(coordinator_
+                  .FinishRank(attempt_, Rank(0),
+                              Failed("connection closed by peer", v1::RankFailure::PEER_CLOSED))
+                  .ok());
   OutwaitTheHold();
   EXPECT_THAT(LastReason(Job(job_)),
               HasSubstr("suspect: rank 1 (worker b on host-b) host or daemon gone: no heartbeat "
@@ -238,8 +247,11 @@ TEST_F(AttemptTest, APeerNamedByTheFailingRankIsSuspectedSoonerAndALiveOneIsUnre
   // its peer rank 1 closed the connection.
   clock_.Advance(absl::Seconds(2));
   ASSERT_TRUE(coordinator_.ReportProgress(attempt_, Rank(0), {}, {}).ok());
-  Coordinator::RankOutcome closed{false, "peer closed the connection", ""};
-  closed.peer = PeerBlame{1, "10.1.0.2:41729"};
+  Coordinator::RankOutcome closed =
+      Failed("peer closed the connection", v1::RankFailure::PEER_CLOSED);
+  closed.failure.set_has_peer(true);
+  closed.failure.set_peer_rank(1);
+  closed.failure.set_peer_address("10.1.0.2:41729");
   ASSERT_TRUE(coordinator_.FinishRank(attempt_, Rank(0), closed).ok());
   OutwaitTheHold();
   // Its daemon's last heartbeat is 2 s old: within 1.5 heartbeat intervals, so not evidence
@@ -254,8 +266,11 @@ TEST_F(AttemptTest, AnUnreachableLoopbackPeerOnAnotherHostGetsTheFix) {
   const v1::RankActivity connecting = Activity(v1::RANK_PHASE_CONNECTING, "1 peer");
   ASSERT_TRUE(coordinator_.ReportProgress(attempt_, Rank(1), {}, {}, connecting).ok());
   clock_.Advance(absl::Milliseconds(500));
-  Coordinator::RankOutcome refused{false, "could not connect to rank 1 at 127.0.0.1:41729", ""};
-  refused.peer = PeerBlame{1, "127.0.0.1:41729"};
+  Coordinator::RankOutcome refused =
+      Failed("could not connect to rank 1 at 127.0.0.1:41729", v1::RankFailure::PEER_CLOSED);
+  refused.failure.set_has_peer(true);
+  refused.failure.set_peer_rank(1);
+  refused.failure.set_peer_address("127.0.0.1:41729");
   ASSERT_TRUE(coordinator_.FinishRank(attempt_, Rank(0), refused).ok());
   OutwaitTheHold();
   EXPECT_EQ(LastReason(Job(job_)),
@@ -273,11 +288,10 @@ TEST_F(AttemptTest, AHeldPeerSymptomGivesWayToThePeersOwnFailure) {
   // PyTorch's rank 0 aborts on the connection its peer closed as it died of its own error...
   ASSERT_TRUE(coordinator_
                   .FinishRank(attempt_, Rank(0),
-                              {false,
-                               "command killed by signal 6 (SIGABRT): what():  "
-                               "[./gloo/transport/tcp/pair.cc:598] Connection closed by peer "
-                               "[127.0.0.1]:39332",
-                               ""})
+                              Failed("command killed by signal 6 (SIGABRT): what():  "
+                                     "[./gloo/transport/tcp/pair.cc:598] Connection closed by "
+                                     "peer [127.0.0.1]:39332",
+                                     v1::RankFailure::PEER_CLOSED))
                   .ok());
   EXPECT_EQ(Job(job_).state(), v1::JOB_STATE_RUNNING) << "a symptom is held for its cause";
   clock_.Advance(coordinator_.options().peer_failure_grace / 2);
@@ -286,8 +300,8 @@ TEST_F(AttemptTest, AHeldPeerSymptomGivesWayToThePeersOwnFailure) {
   // ... and rank 1's own report, the cause, arrives within the grace.
   ASSERT_TRUE(coordinator_
                   .FinishRank(attempt_, Rank(1),
-                              {false, "command exited with code 1: ValueError: injected failure",
-                               ""})
+                              Failed("command exited with code 1: ValueError: injected failure",
+                                     v1::RankFailure::EXITED))
                   .ok());
   const v1::JobStatus job = Job(job_);
   EXPECT_NE(job.state(), v1::JOB_STATE_RUNNING);
@@ -304,7 +318,9 @@ TEST_F(AttemptTest, AHeldPeerSymptomGivesWayToThePeersOwnFailure) {
 TEST_F(AttemptTest, AHeldPeerSymptomEndsTheAttemptWhenItsGraceRunsOut) {
   JoinBoth();
   ASSERT_TRUE(coordinator_
-                  .FinishRank(attempt_, Rank(0), {false, "peer rank 1 aborted the collective", ""})
+                  .FinishRank(attempt_, Rank(0),
+                              Failed("peer rank 1 aborted the collective",
+                                     v1::RankFailure::ABORTED_BY_PEER))
                   .ok());
   clock_.Advance(coordinator_.options().peer_failure_grace - absl::Milliseconds(1));
   coordinator_.CheckStaleness();
@@ -319,9 +335,14 @@ TEST_F(AttemptTest, AHeldPeerSymptomEndsTheAttemptWhenItsGraceRunsOut) {
 TEST_F(AttemptTest, TwoSymptomsEndTheAttemptAtOnceWithTheFirstInFront) {
   JoinBoth();
   ASSERT_TRUE(
-      coordinator_.FinishRank(attempt_, Rank(1), {false, "Connection reset by peer", ""}).ok());
-  ASSERT_TRUE(
-      coordinator_.FinishRank(attempt_, Rank(0), {false, "connection closed by peer", ""}).ok());
+      coordinator_
+          .FinishRank(attempt_, Rank(1),
+                      Failed("Connection reset by peer", v1::RankFailure::PEER_CLOSED))
+          .ok());
+  ASSERT_TRUE(coordinator_
+                  .FinishRank(attempt_, Rank(0),
+                              Failed("connection closed by peer", v1::RankFailure::PEER_CLOSED))
+                  .ok());
   EXPECT_NE(Job(job_).state(), v1::JOB_STATE_RUNNING);
   EXPECT_THAT(LastReason(Job(job_)),
               HasSubstr("rank 1 (worker b on host-b) failed: Connection reset by peer"));
@@ -430,6 +451,70 @@ TEST_F(AttemptTest, TheMemoryARankReportsWithItsFirstStepLandsInItsStatus) {
   EXPECT_EQ(job.ranks(1).memory().comm_buffer_bytes(), 144u);
   EXPECT_EQ(job.ranks(1).memory().total_bytes(), 380u);
   EXPECT_FALSE(job.ranks(0).has_memory());
+}
+
+v1::CollectiveTraceEntry TraceEntry(uint64_t sequence, v1::CollectiveTraceEntry::State state) {
+  v1::CollectiveTraceEntry e;
+  e.set_sequence(sequence);
+  e.set_op(v1::COLLECTIVE_OP_ALL_REDUCE);
+  e.set_dtype("fp32");
+  e.set_bytes(4096);
+  e.set_bucket(0);
+  e.set_state(state);
+  return e;
+}
+
+TEST_F(AttemptTest, DebugAsksTheRanksForTheirRingsAndNamesTheSilentOneThatNeverEntered) {
+  JoinBoth();
+  // Rank 1 last said it had issued collectives #0-#4; then it went silent (stopped).
+  v1::RankActivity activity = Activity(v1::RANK_PHASE_TRAINING, "step 2");
+  activity.set_collectives_issued(5);
+  activity.set_collectives_completed(5);
+  ASSERT_TRUE(coordinator_.ReportProgress(attempt_, Rank(1), {}, {}, activity).ok());
+  absl::StatusOr<uint64_t> version = coordinator_.RequestTraces(job_);
+  ASSERT_TRUE(version.ok()) << version.status();
+
+  // Rank 0's keepalive is answered "send your ring"; it does, and is not asked again.
+  clock_.Advance(absl::Seconds(3));
+  absl::StatusOr<Coordinator::StopSignal> answer =
+      coordinator_.ReportProgress(attempt_, Rank(0), {}, {}, activity);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_TRUE(answer->send_trace);
+  ASSERT_TRUE(coordinator_
+                  .ReportTrace(attempt_, Rank(0),
+                               {TraceEntry(4, v1::CollectiveTraceEntry::COMPLETED),
+                                TraceEntry(5, v1::CollectiveTraceEntry::STARTED)})
+                  .ok());
+  answer = coordinator_.ReportProgress(attempt_, Rank(0), {}, {}, activity);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_FALSE(answer->send_trace);
+  EXPECT_GT(Job(job_).version(), *version);  // the ring woke the job's watchers
+
+  absl::StatusOr<Coordinator::HangProgress> progress =
+      coordinator_.CollectHangReport(job_, /*keep=*/false);
+  ASSERT_TRUE(progress.ok());
+  EXPECT_FALSE(progress->complete);  // rank 1 has not answered
+  progress = coordinator_.CollectHangReport(job_, /*keep=*/true);
+  ASSERT_TRUE(progress.ok());
+  EXPECT_EQ(progress->report.first_sequence(), 5u);
+  EXPECT_THAT(progress->report.never_entered(), ElementsAre(1u));
+  EXPECT_THAT(progress->report.summary(),
+              HasSubstr("rank 1 never entered it (silent 3.0 s; when last heard from, its last "
+                        "collective was #4); rank 0 wait in it"));
+  // The job keeps the summary and only each rank's entry at #5.
+  const v1::JobStatus job = Job(job_);
+  EXPECT_EQ(job.hang().summary(), progress->report.summary());
+  ASSERT_EQ(job.hang().ranks_size(), 2);
+  ASSERT_EQ(job.hang().ranks(0).entries_size(), 1);
+  EXPECT_EQ(job.hang().ranks(0).entries(0).sequence(), 5u);
+}
+
+TEST_F(AttemptTest, DebugOfAJobWithoutARunningAttemptIsRefused) {
+  EXPECT_EQ(coordinator_.RequestTraces(JobId("job-000099")).status().code(),
+            absl::StatusCode::kNotFound);
+  ASSERT_TRUE(coordinator_.CancelJob(job_, "test").ok());
+  EXPECT_EQ(coordinator_.RequestTraces(job_).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -146,7 +146,7 @@ TEST_F(CoordinatorMetricsTest, RestartsAreCounted) {
   TakeAndJoin({a});
   ASSERT_TRUE(coordinator_
                   .FinishRank({job, Generation(1)}, Rank(0),
-                              Coordinator::RankOutcome{false, "crashed", "", false})
+                              Coordinator::RankOutcome{false, "crashed", ""})
                   .ok());
   ASSERT_EQ(Job(job).restarts(), 1u);
   const Coordinator::MetricsSnapshot snapshot = coordinator_.Metrics();

@@ -33,7 +33,7 @@ class RestartTest : public CoordinatorTest {
                 bool job_error = false) {
     Coordinator::RankOutcome outcome;
     outcome.error = error;
-    outcome.job_error = job_error;
+    if (job_error) outcome.failure.set_kind(v1::RankFailure::JOB_ERROR);
     ASSERT_TRUE(
         coordinator_.FinishRank(AttemptOf(assignment), Rank(assignment.rank()), outcome).ok());
   }

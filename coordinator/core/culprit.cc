@@ -4,10 +4,10 @@
 #include <map>
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/rank_failure.h"
 #include "common/rank_phase.h"
 
 namespace ringleader {
@@ -138,7 +138,8 @@ std::string DescribeOtherRanks(const std::vector<RankEvidence>& ranks,
         break;
       default: {
         const std::string activity = DescribeActivity(rank.activity, rank.activity_age);
-        line = absl::StrCat(named ? "alive but unreachable at " + peer->address : "alive",
+        const bool unreachable = named && !peer->address.empty();
+        line = absl::StrCat(unreachable ? "alive but unreachable at " + peer->address : "alive",
                             activity.empty() ? "" : ", ", activity);
       }
     }
@@ -157,15 +158,16 @@ std::string DescribeOtherRanks(const std::vector<RankEvidence>& ranks,
   return absl::StrCat("; ", absl::StrJoin(parts, "; "));
 }
 
-bool IsPeerSymptom(const std::string& error, bool has_peer) {
-  if (has_peer) return true;
-  const std::string lower = absl::AsciiStrToLower(error);
-  for (const char* words : {"connection closed by peer", "connection reset by peer",
-                            "peer closed the connection", "aborted the collective",
-                            "is gone: its process exited", "broken pipe"}) {
-    if (absl::StrContains(lower, words)) return true;
-  }
-  return false;
+std::optional<PeerBlame> PeerOf(const v1::RankFailure& failure) {
+  if (!failure.has_peer()) return std::nullopt;
+  return PeerBlame{failure.peer_rank(), failure.peer_address()};
+}
+
+FailureHandling HandlingOf(const v1::RankFailure& failure) {
+  FailureHandling handling;
+  handling.hold_for_cause = IsPeerSymptom(failure);
+  handling.restartable = !IsJobError(failure);
+  return handling;
 }
 
 }  // namespace ringleader

@@ -14,7 +14,8 @@
 //                                       heartbeat for 3.1s, rank silent for 3.0s"
 //   finished, failed  -                 its own failure is reported by its own reason
 //   named by the failing rank as the peer it could not reach, and heard from: alive but
-//                                       unreachable (a network partition), not frozen
+//                                       unreachable (a network partition), not frozen; "alive"
+//                                       when the failure gives no address (shared memory)
 //
 // "Silent" means not heard from (join, report or keepalive: rank processes send one every
 // second in every phase) for longer than `silent_after`; a rank named by the failing rank as
@@ -56,11 +57,27 @@ struct RankEvidence {
   std::string process_state;
 };
 
-// The peer a failing rank's error is about (FinishRankRequest.has_peer).
+// The peer a failing rank's failure is about (FinishRankRequest.failure's peer).
 struct PeerBlame {
   uint32_t rank = 0;
-  std::string address;  // "host:port" the failing rank used for it
+  std::string address;  // "host:port" the failing rank used for it; "" = none (shared memory)
 };
+
+// The peer `failure` names; nullopt when it names none.
+std::optional<PeerBlame> PeerOf(const v1::RankFailure& failure);
+
+// What the coordinator does with a rank's failure, by its kind (docs/diagnosis.md, "Failure
+// kinds"):
+//   hold_for_cause  a consequence of a peer's failure (PEER_CLOSED, PEER_TIMED_OUT,
+//                   ABORTED_BY_PEER, or any failure naming a peer): held briefly for the peer's
+//                   own report while other ranks are unfinished (peer_failure_grace)
+//   restartable     false for JOB_ERROR (running the job again fails again); true for every
+//                   other kind (a machine's fault, a signal, OOM, I/O, ...: worth a restart)
+struct FailureHandling {
+  bool hold_for_cause = false;
+  bool restartable = true;
+};
+FailureHandling HandlingOf(const v1::RankFailure& failure);
 
 struct CulpritOptions {
   absl::Duration silent_after = absl::Seconds(5);        // CoordinatorOptions::silent_rank_after
@@ -98,13 +115,6 @@ std::string DescribeOtherRanks(const std::vector<RankEvidence>& ranks,
 // A lost rank's last sign of life: "; its rank process was last heard from 10s ago, training
 // (step 13)"; "" when it never was.
 std::string DescribeLastHeard(const RankEvidence& rank);
-
-// Whether a rank's failure reads as a consequence of a peer's rather than a cause of its own:
-// it names the peer it lost (`has_peer`), or its error says a peer closed or reset the
-// connection, aborted the collective, or exited ("Connection closed by peer", gloo's and
-// PyTorch's wording included). The coordinator holds such a failure briefly for the peer's own
-// report (CoordinatorOptions::peer_failure_grace).
-bool IsPeerSymptom(const std::string& error, bool has_peer);
 
 // The hint for a peer whose collective address is loopback while it runs on another host than
 // the failing rank; "" otherwise.

@@ -125,6 +125,9 @@ TEST(DescribeOtherRanksTest, AnUnreachablePeerThatIsAliveIsNamedUnreachableNotFr
   EXPECT_EQ(text,
             "; other ranks: rank 1 (worker w1 on host-1) alive but unreachable at "
             "10.0.0.2:41729, connecting (1 peer) for 14.3s");
+  // A peer named without an address (a shared-memory peer's abort): alive, not unreachable.
+  EXPECT_EQ(DescribeOtherRanks(ranks, 0, "host-0", PeerBlame{1, ""}, Options()),
+            "; other ranks: rank 1 (worker w1 on host-1) alive, connecting (1 peer) for 14.3s");
 }
 
 TEST(DescribeOtherRanksTest, ALoopbackPeerAddressAcrossHostsGetsTheFix) {
@@ -184,15 +187,56 @@ TEST(DescribeLastHeardTest, SaysWhenAndInWhichPhaseALostRankWasLastHeardFrom) {
   EXPECT_EQ(DescribeLastHeard(rank), "");
 }
 
-TEST(IsPeerSymptomTest, ALostConnectionOrAPeersAbortIsASymptomAnOwnErrorIsNot) {
-  EXPECT_TRUE(IsPeerSymptom("[./gloo/transport/tcp/pair.cc:598] Connection closed by peer", false));
-  EXPECT_TRUE(IsPeerSymptom("read: Connection reset by peer", false));
-  EXPECT_TRUE(IsPeerSymptom("shm rank 0/2 barrier: peer rank 1 aborted the collective: x", false));
-  EXPECT_TRUE(IsPeerSymptom("peer rank 1 (pid 42) is gone: its process exited while ...", false));
-  EXPECT_TRUE(IsPeerSymptom("anything at all", /*has_peer=*/true));
-  EXPECT_FALSE(IsPeerSymptom("step 3: NaN loss", false));
-  EXPECT_FALSE(IsPeerSymptom("timed out waiting for rank 1 to reach the same operation", false));
-  EXPECT_FALSE(IsPeerSymptom("ValueError: injected failure at step 3 on rank 1", false));
+v1::RankFailure FailureOfKind(v1::RankFailure::Kind kind) {
+  v1::RankFailure failure;
+  failure.set_kind(kind);
+  return failure;
+}
+
+TEST(HandlingOfTest, APeersFailureIsHeldForItsCauseAndRestartable) {
+  for (v1::RankFailure::Kind kind : {v1::RankFailure::PEER_CLOSED,
+                                     v1::RankFailure::PEER_TIMED_OUT,
+                                     v1::RankFailure::ABORTED_BY_PEER}) {
+    const FailureHandling handling = HandlingOf(FailureOfKind(kind));
+    EXPECT_TRUE(handling.hold_for_cause) << v1::RankFailure::Kind_Name(kind);
+    EXPECT_TRUE(handling.restartable) << v1::RankFailure::Kind_Name(kind);
+  }
+}
+
+TEST(HandlingOfTest, AJobErrorIsNeverRestartedNorHeld) {
+  const FailureHandling handling = HandlingOf(FailureOfKind(v1::RankFailure::JOB_ERROR));
+  EXPECT_FALSE(handling.restartable);
+  EXPECT_FALSE(handling.hold_for_cause);
+}
+
+TEST(HandlingOfTest, ARanksOwnFailureDecidesAtOnceAndIsRestartable) {
+  for (v1::RankFailure::Kind kind :
+       {v1::RankFailure::KIND_UNSPECIFIED, v1::RankFailure::SIGNAL,
+        v1::RankFailure::OUT_OF_MEMORY, v1::RankFailure::IO_ERROR, v1::RankFailure::STOPPED,
+        v1::RankFailure::INTERNAL, v1::RankFailure::EXITED}) {
+    const FailureHandling handling = HandlingOf(FailureOfKind(kind));
+    EXPECT_FALSE(handling.hold_for_cause) << v1::RankFailure::Kind_Name(kind);
+    EXPECT_TRUE(handling.restartable) << v1::RankFailure::Kind_Name(kind);
+  }
+}
+
+TEST(HandlingOfTest, AFailureNamingAPeerIsHeldWhateverItsKind) {
+  v1::RankFailure failure = FailureOfKind(v1::RankFailure::INTERNAL);
+  failure.set_has_peer(true);
+  failure.set_peer_rank(1);
+  EXPECT_TRUE(HandlingOf(failure).hold_for_cause);
+}
+
+TEST(PeerOfTest, ThePeerAFailureNamesOrNone) {
+  EXPECT_FALSE(PeerOf(FailureOfKind(v1::RankFailure::PEER_CLOSED)).has_value());
+  v1::RankFailure failure = FailureOfKind(v1::RankFailure::PEER_CLOSED);
+  failure.set_has_peer(true);
+  failure.set_peer_rank(2);
+  failure.set_peer_address("10.1.0.2:41729");
+  const std::optional<PeerBlame> peer = PeerOf(failure);
+  ASSERT_TRUE(peer.has_value());
+  EXPECT_EQ(peer->rank, 2u);
+  EXPECT_EQ(peer->address, "10.1.0.2:41729");
 }
 
 }  // namespace

@@ -17,7 +17,7 @@
 //
 // A restart goes back to QUEUED at the head of the queue (it is placed again after its
 // backoff, on any suitable idle workers, as generation G+1). A failed check, a fingerprint
-// mismatch and a rank's job_error are faults of the job, never restarted.
+// mismatch and a rank's JOB_ERROR failure are faults of the job, never restarted.
 //
 // SUCCEEDED, FAILED and CANCELLED are terminal. Every transition is recorded in the job's
 // `transitions` with the time (from the coordinator's injected clock) and a reason.

@@ -31,10 +31,10 @@ struct CoordinatorOptions {
   // usually the frozen or hung rank the failure is a symptom of. Rank processes send a
   // keepalive every second while idle or blocked in a collective.
   absl::Duration silent_rank_after = absl::Seconds(5);
-  // A rank's failure that reads as a consequence of a peer's (it lost the connection to a
-  // peer, or a peer aborted: culprit.h IsPeerSymptom) does not end the attempt at once while
-  // other ranks are unfinished: it is held this long for the peer's own report, which then
-  // names the failure (the symptom is quoted after it). Zero = no hold.
+  // A rank's failure that is a consequence of a peer's (its kind PEER_CLOSED, PEER_TIMED_OUT
+  // or ABORTED_BY_PEER, or it names a peer: culprit.h HandlingOf) does not end the attempt at
+  // once while other ranks are unfinished: it is held this long for the peer's own report,
+  // which then names the failure (the symptom is quoted after it). Zero = no hold.
   absl::Duration peer_failure_grace = absl::Seconds(2);
   // Limits checked by SubmitJob (ValidateJobSpec).
   JobSpecLimits limits;

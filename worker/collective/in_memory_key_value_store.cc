@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/rank_failure.h"
 
 namespace ringleader {
 
@@ -24,8 +25,10 @@ absl::StatusOr<std::string> InMemoryKeyValueStore::Get(const std::string& key,
       mu_.AwaitWithTimeout(absl::Condition(&ready), std::max(timeout, absl::ZeroDuration()));
   if (!injected_error_.ok()) return injected_error_;
   if (!done) {
-    return absl::DeadlineExceededError(absl::StrCat("key \"", key, "\" was not set within ",
-                                                    absl::FormatDuration(timeout)));
+    return WithFailureKind(absl::DeadlineExceededError(absl::StrCat(
+                               "key \"", key, "\" was not set within ",
+                               absl::FormatDuration(timeout))),
+                           v1::RankFailure::PEER_TIMED_OUT);
   }
   return values_.at(key);
 }

@@ -27,8 +27,9 @@ class KeyValueStore {
   // Sets `key` (overwrites). Errors: UNAVAILABLE (coordinator unreachable), FAILED_PRECONDITION
   // (the attempt is stale or over).
   virtual absl::Status Set(const std::string& key, const std::string& value) = 0;
-  // Blocks until `key` exists or `timeout` passes. Errors: DEADLINE_EXCEEDED naming the key,
-  // UNAVAILABLE, FAILED_PRECONDITION.
+  // Blocks until `key` exists or `timeout` passes. Errors: DEADLINE_EXCEEDED naming the key
+  // (with a RankFailure PEER_TIMED_OUT, common/rank_failure.h: the rank that was to set it never
+  // did), UNAVAILABLE, FAILED_PRECONDITION.
   virtual absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) = 0;
   // Blocks until EVERY key exists or `timeout` passes (one timeout for all); returns the values,
   // cut by `parts`, in `keys` order. Errors: as Get (DEADLINE_EXCEEDED names a missing key),

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/rank_failure.h"
 
 namespace ringleader {
 
@@ -46,9 +47,11 @@ absl::StatusOr<std::string> CoordinatorKeyValueStore::Get(const std::string& key
       return response.status();
     }
   }
-  return absl::DeadlineExceededError(
-      absl::StrCat("key '", key, "' of job ", job_id_, " generation ", generation_,
-                   " did not appear within ", absl::FormatDuration(timeout)));
+  return WithFailureKind(
+      absl::DeadlineExceededError(absl::StrCat("key '", key, "' of job ", job_id_, " generation ",
+                                               generation_, " did not appear within ",
+                                               absl::FormatDuration(timeout))),
+      v1::RankFailure::PEER_TIMED_OUT);
 }
 
 absl::StatusOr<std::vector<std::string>> CoordinatorKeyValueStore::GetMany(
@@ -89,11 +92,13 @@ absl::StatusOr<std::vector<std::string>> CoordinatorKeyValueStore::GetMany(
     }
     not_yet = response.status();
   }
-  return absl::DeadlineExceededError(absl::StrCat(
-      keys.size(), " keys of job ", job_id_, " generation ", generation_,
-      " did not all appear within ", absl::FormatDuration(timeout),
-      not_yet.ok() ? absl::StrCat(" (the first: '", keys.empty() ? "" : keys[0], "')")
-                   : absl::StrCat(": ", not_yet.message())));
+  return WithFailureKind(
+      absl::DeadlineExceededError(absl::StrCat(
+          keys.size(), " keys of job ", job_id_, " generation ", generation_,
+          " did not all appear within ", absl::FormatDuration(timeout),
+          not_yet.ok() ? absl::StrCat(" (the first: '", keys.empty() ? "" : keys[0], "')")
+                       : absl::StrCat(": ", not_yet.message()))),
+      v1::RankFailure::PEER_TIMED_OUT);
 }
 
 }  // namespace ringleader

@@ -49,6 +49,15 @@ std::string ProcessState(pid_t pid) {
   }
 }
 
+v1::RankFailure ExitFailure(const ExitInfo& exit, bool stopped) {
+  v1::RankFailure failure;
+  failure.set_kind(stopped         ? v1::RankFailure::STOPPED
+                   : exit.signaled ? v1::RankFailure::SIGNAL
+                                   : v1::RankFailure::EXITED);
+  if (exit.signaled) failure.set_signal(exit.signal);
+  return failure;
+}
+
 std::string ExitInfo::Describe() const {
   if (signaled) return absl::StrCat("killed by signal ", signal, " (", SignalName(signal), ")");
   return absl::StrCat("exited with code ", exit_code);

@@ -32,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "proto/job_status.pb.h"
 
 namespace ringleader {
 
@@ -48,6 +49,12 @@ struct ExitInfo {
 
 // "SIGABRT" for 6, "SIGKILL" for 9, ...; "signal N" for unknown numbers.
 std::string SignalName(int signal);
+
+// The failure (common/rank_failure.h) a rank process's end is when nobody reported it: SIGNAL
+// with the signal's number when one killed it; EXITED (it exited without saying why) otherwise.
+// `stopped`: the worker was told to stop it (the attempt ended elsewhere): STOPPED, with the
+// signal's number when one ended it.
+v1::RankFailure ExitFailure(const ExitInfo& exit, bool stopped = false);
 
 // How a child is started. Plain struct; defaults commented.
 struct ChildOptions {

@@ -54,6 +54,18 @@ TEST(ExitInfoTest, Describes) {
   EXPECT_FALSE((ExitInfo{false, 0, 1}).success());
 }
 
+TEST(ExitFailureTest, ASignalIsSignalWithItsNumberAnExitIsExitedAStopIsStopped) {
+  const v1::RankFailure killed = ExitFailure(ExitInfo{true, SIGKILL, 0});
+  EXPECT_EQ(killed.kind(), v1::RankFailure::SIGNAL);
+  EXPECT_EQ(killed.signal(), SIGKILL);
+  const v1::RankFailure exited = ExitFailure(ExitInfo{false, 0, 3});
+  EXPECT_EQ(exited.kind(), v1::RankFailure::EXITED);
+  EXPECT_EQ(exited.signal(), 0);
+  const v1::RankFailure stopped = ExitFailure(ExitInfo{true, SIGTERM, 0}, /*stopped=*/true);
+  EXPECT_EQ(stopped.kind(), v1::RankFailure::STOPPED);
+  EXPECT_EQ(stopped.signal(), SIGTERM);
+}
+
 TEST(ChildProcessTest, ReportsExitCodeAndCapturesOutput) {
   const std::string log = TmpPath("exit.log");
   auto child = ChildProcess::Start({"/bin/sh", "-c", "echo hello; echo oops >&2; exit 3"}, log);

@@ -366,15 +366,18 @@ absl::Status WorkerDaemon::Run() {
 void WorkerDaemon::RunAttempt(const v1::Assignment& assignment) {
   const std::string what = absl::StrCat("rank ", assignment.rank(), " of job ", assignment.job_id(),
                                         " (generation ", assignment.generation(), ")");
-  // job_error: the job's own fault (the coordinator fails it without a restart).
-  auto report_failure = [&](const std::string& error, bool job_error = false) {
+  // `kind`: what the daemon knows of the failure (JOB_ERROR: the coordinator fails the job
+  // without a restart); `failure` its facts, when it has more (a signal's number).
+  auto report_failure = [&](const std::string& error, v1::RankFailure::Kind kind,
+                            v1::RankFailure failure = {}) {
     v1::FinishRankRequest request;
     request.set_job_id(assignment.job_id());
     request.set_generation(assignment.generation());
     request.set_rank(assignment.rank());
     request.set_ok(false);
     request.set_error(error);
-    request.set_job_error(job_error);
+    failure.set_kind(kind);
+    *request.mutable_failure() = failure;
     // While the coordinator is unreachable (the client's own retries ran out) the report is
     // tried again, for as long as a rank would have been kept running without it.
     const absl::Time give_up = clock_->Now() + [&] {
@@ -397,7 +400,7 @@ void WorkerDaemon::RunAttempt(const v1::Assignment& assignment) {
   // cluster would refuse it alike.
   if (absl::Status confined = CheckJobPaths(assignment, allowed_roots_); !confined.ok()) {
     Log(absl::StrCat("refusing ", what, ": ", confined.message()));
-    report_failure(std::string(confined.message()), /*job_error=*/true);
+    report_failure(std::string(confined.message()), v1::RankFailure::JOB_ERROR);
     return;
   }
 
@@ -415,7 +418,8 @@ void WorkerDaemon::RunAttempt(const v1::Assignment& assignment) {
     std::ofstream out(assignment_file, std::ios::binary | std::ios::trunc);
     if (!out || !assignment.SerializeToOstream(&out) || !out.flush()) {
       report_failure(
-          absl::StrCat("worker ", options_.name, " could not write ", assignment_file.string()));
+          absl::StrCat("worker ", options_.name, " could not write ", assignment_file.string()),
+          v1::RankFailure::IO_ERROR);
       return;
     }
   }
@@ -448,7 +452,8 @@ void WorkerDaemon::RunAttempt(const v1::Assignment& assignment) {
       ChildProcess::Start(argv, (dir / kLogFile).string());
   if (!child.ok()) {
     report_failure(absl::StrCat("worker ", options_.name,
-                                " could not start the rank process: ", child.status().message()));
+                                " could not start the rank process: ", child.status().message()),
+                   v1::RankFailure::KIND_UNSPECIFIED);
     return;
   }
   {
@@ -498,7 +503,8 @@ void WorkerDaemon::RunAttempt(const v1::Assignment& assignment) {
   if (terminated) absl::StrAppend(&message, " after the worker was told to stop it");
   const std::string last = LastLineOf(dir);
   if (!last.empty()) absl::StrAppend(&message, "; last output: ", last);
-  report_failure(message);
+  const v1::RankFailure failure = ExitFailure(exit, terminated);
+  report_failure(message, failure.kind(), failure);
 }
 
 }  // namespace ringleader

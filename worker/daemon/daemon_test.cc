@@ -2,6 +2,8 @@
 // ends, abort orders and Stop (fixture: daemon_test_util.h).
 #include "worker/daemon/daemon.h"
 
+#include <signal.h>
+
 #include <string>
 #include <vector>
 
@@ -84,13 +86,28 @@ TEST_F(WorkerDaemonTest, AbortedChildIsReportedWithTheSignalNameAndTheDaemonCarr
   EXPECT_FALSE(report.ok());
   EXPECT_THAT(report.error(), HasSubstr("rank process killed by signal 6 (SIGABRT)"));
   EXPECT_THAT(report.error(), HasSubstr("aborting on purpose"));  // the child's last output
+  EXPECT_EQ(report.failure().kind(), v1::RankFailure::SIGNAL);
+  EXPECT_EQ(report.failure().signal(), SIGABRT);
 
   // Still alive: the next assignment runs too.
   Assign(MakeAssignment("job-b", "exit:3"));
   const v1::FinishRankRequest second = Finished(1);
   EXPECT_EQ(second.job_id(), "job-b");
   EXPECT_THAT(second.error(), HasSubstr("rank process exited with code 3"));
+  EXPECT_EQ(second.failure().kind(), v1::RankFailure::EXITED);
+  EXPECT_EQ(second.failure().signal(), 0);
   EXPECT_EQ(daemon_->attempts_started(), 2);
+}
+
+TEST_F(WorkerDaemonTest, AChildKilledBySigkillIsReportedAsSignal9) {
+  StartDaemon();
+  Assign(MakeAssignment("job-killed", "sigkill"));
+  const v1::FinishRankRequest report = Finished(0);
+  EXPECT_EQ(report.job_id(), "job-killed");
+  EXPECT_FALSE(report.ok());
+  EXPECT_THAT(report.error(), HasSubstr("rank process killed by signal 9 (SIGKILL)"));
+  EXPECT_EQ(report.failure().kind(), v1::RankFailure::SIGNAL);
+  EXPECT_EQ(report.failure().signal(), SIGKILL);
 }
 
 // Confinement: a spec naming a path outside the allowed roots starts no child and is reported
@@ -109,7 +126,7 @@ TEST_F(WorkerDaemonTest, AnAssignmentNamingAPathOutsideTheAllowedRootsIsRefusedA
   EXPECT_EQ(refused.generation(), 3u);
   EXPECT_EQ(refused.rank(), 1u);
   EXPECT_FALSE(refused.ok());
-  EXPECT_TRUE(refused.job_error());
+  EXPECT_EQ(refused.failure().kind(), v1::RankFailure::JOB_ERROR);
   EXPECT_EQ(refused.error(),
             absl::StrCat("checkpoint_dir: /etc is outside the worker's allowed roots (",
                          options_.work_dir, "): set checkpoint_dir under one of them, or add a "
@@ -123,7 +140,7 @@ TEST_F(WorkerDaemonTest, AnAssignmentNamingAPathOutsideTheAllowedRootsIsRefusedA
   const v1::FinishRankRequest ran = Finished(1);
   EXPECT_EQ(ran.job_id(), "job-inside");
   EXPECT_THAT(ran.error(), HasSubstr("rank process exited with code 4"));
-  EXPECT_FALSE(ran.job_error());
+  EXPECT_EQ(ran.failure().kind(), v1::RankFailure::EXITED);
   EXPECT_EQ(daemon_->attempts_started(), 1);
 }
 
@@ -199,6 +216,8 @@ TEST_F(WorkerDaemonTest, AbortOrderTerminatesTheChildWithSigterm) {
   EXPECT_EQ(report.job_id(), "job-hang");
   EXPECT_THAT(report.error(), HasSubstr("killed by signal 15 (SIGTERM)"));
   EXPECT_THAT(report.error(), HasSubstr("after the worker was told to stop it"));
+  EXPECT_EQ(report.failure().kind(), v1::RankFailure::STOPPED);
+  EXPECT_EQ(report.failure().signal(), SIGTERM);
 }
 
 TEST_F(WorkerDaemonTest, AbortOrderEscalatesToSigkillAfterTheGrace) {

@@ -2,6 +2,7 @@
 // assignment file and behaves as the assignment's spec.name says:
 //   "exit:N"            exit with code N without reporting
 //   "abort"             print a line, then abort()
+//   "sigkill"           print a line, then SIGKILL itself (an OOM killer, `kill -9`)
 //   "report"            write the report marker (as a rank that called FinishRank), exit 1
 //   "succeed"           exit 0 without reporting
 //   "hang"              write the ready file, then wait for signals forever
@@ -62,6 +63,10 @@ int main(int argc, char** argv) {
   if (mode == "abort") {
     std::cerr << "fake rank: aborting on purpose" << std::endl;
     abort();
+  }
+  if (mode == "sigkill") {
+    std::cerr << "fake rank: killing itself" << std::endl;
+    raise(SIGKILL);
   }
   if (mode == "report") {
     Touch(FlagValue(argc, argv, "report_marker"));

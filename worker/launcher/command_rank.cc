@@ -1,7 +1,9 @@
 #include "worker/launcher/command_rank.h"
 
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <optional>
 #include <system_error>
 #include <thread>
 
@@ -11,6 +13,8 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/notification.h"
 #include "common/job_spec.h"
+#include "common/rank_failure.h"
+#include "common/status_macros.h"
 #include "worker/daemon/child_process.h"
 #include "worker/launcher/command_env.h"
 #include "worker/launcher/output_tail.h"
@@ -42,6 +46,19 @@ std::string DescribeFailure(const ExitInfo& exit, const std::vector<std::string>
   return message;
 }
 
+// What the command's ringleader package wrote to the failure file (RINGLEADER_FAILURE_FILE):
+// JOB_ERROR when the script raised ringleader.JobError; nullopt when it wrote nothing.
+std::optional<v1::RankFailure::Kind> KindTheScriptSaid(const std::string& path) {
+  std::ifstream in(path);
+  std::string word;
+  if (!(in >> word)) return std::nullopt;
+  v1::RankFailure::Kind kind = v1::RankFailure::KIND_UNSPECIFIED;
+  if (!v1::RankFailure::Kind_Parse(word, &kind) || kind != v1::RankFailure::JOB_ERROR) {
+    return std::nullopt;
+  }
+  return kind;
+}
+
 // MASTER_ADDR and MASTER_PORT for this attempt: rank 0 reserves and publishes, others read.
 absl::StatusOr<std::pair<std::string, int>> AgreeOnMaster(const v1::Assignment& assignment,
                                                           const CommandRankOptions& options) {
@@ -56,9 +73,7 @@ absl::StatusOr<std::pair<std::string, int>> AgreeOnMaster(const v1::Assignment& 
   absl::StatusOr<std::string> master =
       options.store->Get(kTorchMasterKey, options.rendezvous_timeout);
   if (!master.ok()) {
-    return absl::Status(master.status().code(),
-                        absl::StrCat("waiting for rank 0's MASTER_ADDR:MASTER_PORT: ",
-                                     master.status().message()));
+    return WithPrefix(master.status(), "waiting for rank 0's MASTER_ADDR:MASTER_PORT: ");
   }
   const size_t colon = master->rfind(':');
   int port = 0;
@@ -74,8 +89,9 @@ RankRunResult RunCommandRank(const v1::Assignment& assignment, CoordinatorClient
                              const CommandRankOptions& options) {
   const v1::JobSpec& spec = assignment.spec();
   RankRunResult result;
-  auto finish = [&](const absl::Status& status, bool job_error) {
-    result.status = status;
+  // `kind`: what this launcher knows of a failure (an inner failure's kind stays).
+  auto finish = [&](const absl::Status& status, v1::RankFailure::Kind kind) {
+    result.status = WithFailureKind(status, kind);
     v1::FinishRankRequest request;
     request.set_job_id(assignment.job_id());
     request.set_generation(assignment.generation());
@@ -83,7 +99,7 @@ RankRunResult RunCommandRank(const v1::Assignment& assignment, CoordinatorClient
     request.set_ok(status.ok());
     if (!status.ok()) {
       request.set_error(std::string(status.message()));
-      request.set_job_error(job_error);
+      *request.mutable_failure() = FailureOf(result.status);
     }
     result.finish_reported = DeliverFinishRank(client, request, options.coordinator_grace,
                                                options.coordinator_retry_pause);
@@ -98,7 +114,7 @@ RankRunResult RunCommandRank(const v1::Assignment& assignment, CoordinatorClient
     return finish(absl::NotFoundError(absl::StrCat("workdir: '", workdir,
                                                    "' is not a directory on this worker; "
                                                    "create it or fix the spec")),
-                  /*job_error=*/true);
+                  v1::RankFailure::JOB_ERROR);
   }
   CommandEnvInputs inputs;
   inputs.inherited = options.inherited_env;
@@ -115,7 +131,7 @@ RankRunResult RunCommandRank(const v1::Assignment& assignment, CoordinatorClient
   absl::StatusOr<std::string> program =
       ResolveProgram(spec.command(0), EnvValue(draft_env, "PATH"), workdir);
   if (!program.ok()) {
-    return finish(program.status(), /*job_error=*/true);
+    return finish(program.status(), v1::RankFailure::JOB_ERROR);
   }
 
   v1::JoinJobRequest join;
@@ -125,11 +141,10 @@ RankRunResult RunCommandRank(const v1::Assignment& assignment, CoordinatorClient
   join.set_worker_id(options.worker_id);
   join.set_spec_fingerprint(JobSpecFingerprint(spec));
   if (absl::StatusOr<v1::JoinJobResponse> joined = client->JoinJob(join); !joined.ok()) {
-    return finish(joined.status(),
-                  joined.status().code() == absl::StatusCode::kFailedPrecondition);
+    return finish(joined.status(), v1::RankFailure::KIND_UNSPECIFIED);
   }
   absl::StatusOr<std::pair<std::string, int>> master = AgreeOnMaster(assignment, options);
-  if (!master.ok()) return finish(master.status(), /*job_error=*/false);
+  if (!master.ok()) return finish(master.status(), v1::RankFailure::KIND_UNSPECIFIED);
   inputs.master_addr = master->first;
   inputs.master_port = master->second;
 
@@ -145,9 +160,14 @@ RankRunResult RunCommandRank(const v1::Assignment& assignment, CoordinatorClient
 
   absl::StatusOr<std::unique_ptr<OutputTail>> tail =
       OutputTail::Create(options.stderr_tee_fd, options.quoted_stderr_lines);
-  if (!tail.ok()) return finish(tail.status(), /*job_error=*/false);
+  if (!tail.ok()) return finish(tail.status(), v1::RankFailure::KIND_UNSPECIFIED);
   ChildOptions child_options;
   child_options.env = CommandEnvironment(assignment, inputs);
+  // Where the script's ringleader package says a failure is the job's (ringleader.JobError).
+  const std::string failure_file =
+      (std::filesystem::path(options.default_workdir) / kCommandFailureFile).string();
+  std::filesystem::remove(failure_file, error);
+  child_options.env->push_back(absl::StrCat("RINGLEADER_FAILURE_FILE=", failure_file));
   child_options.workdir = workdir;
   child_options.stderr_fd = (*tail)->write_fd();
   child_options.own_process_group = false;
@@ -155,7 +175,7 @@ RankRunResult RunCommandRank(const v1::Assignment& assignment, CoordinatorClient
   argv[0] = *program;
   absl::StatusOr<std::unique_ptr<ChildProcess>> child = ChildProcess::Start(argv, child_options);
   (*tail)->CloseWriteEnd();
-  if (!child.ok()) return finish(child.status(), /*job_error=*/true);
+  if (!child.ok()) return finish(child.status(), v1::RankFailure::JOB_ERROR);
 
   absl::Notification exited;
   ExitInfo exit;
@@ -174,8 +194,15 @@ RankRunResult RunCommandRank(const v1::Assignment& assignment, CoordinatorClient
   }
   waiter.join();
   const std::vector<std::string> stderr_tail = (*tail)->Finish(absl::Seconds(2));
-  if (exit.success()) return finish(absl::OkStatus(), false);
-  return finish(absl::UnknownError(DescribeFailure(exit, stderr_tail)), /*job_error=*/false);
+  if (exit.success()) return finish(absl::OkStatus(), v1::RankFailure::KIND_UNSPECIFIED);
+  // The script's word (it raised ringleader.JobError), else its end: the coordinator's stop,
+  // a signal (with its number), or an exit code.
+  v1::RankFailure failure = ExitFailure(exit, stopped);
+  if (std::optional<v1::RankFailure::Kind> said = KindTheScriptSaid(failure_file)) {
+    failure.set_kind(*said);
+  }
+  return finish(WithRankFailure(absl::UnknownError(DescribeFailure(exit, stderr_tail)), failure),
+                failure.kind());
 }
 
 }  // namespace ringleader

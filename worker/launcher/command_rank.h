@@ -16,7 +16,10 @@
 //        ▼
 //   exit code 0 ──> FinishRank(ok)
 //   otherwise   ──> FinishRank(failed, "command exited with code 1: <stderr's last line>" and
-//                   the last lines of stderr): restarted under max_restarts
+//                   the last lines of stderr), typed (FinishRankRequest.failure): JOB_ERROR
+//                   when the script raised ringleader.JobError (not restarted); else SIGNAL
+//                   with its number, STOPPED after the coordinator's stop, or EXITED: restarted
+//                   under max_restarts
 //
 // The command shares this process's group: the worker's SIGTERM to the group reaches both.
 // The user's script reports its own steps (the Python package, ringleader.torch.watch); this
@@ -37,6 +40,11 @@ namespace ringleader {
 
 // The attempt key-value store key under which rank 0 publishes "host:port".
 inline constexpr char kTorchMasterKey[] = "ringleader/torch_master";
+
+// The file (in CommandRankOptions::default_workdir, the attempt directory) the command's
+// ringleader package writes "JOB_ERROR" to when the script raised ringleader.JobError; the
+// command finds its path in RINGLEADER_FAILURE_FILE.
+inline constexpr char kCommandFailureFile[] = "rank_failure";
 
 struct CommandRankOptions {
   std::string worker_id;

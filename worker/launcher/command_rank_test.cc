@@ -105,10 +105,31 @@ TEST_F(CommandRankTest, AFailureQuotesTheTracebacksLastLines) {
   ASSERT_EQ(fake.finishes(0).size(), 1u);
   const v1::FinishRankRequest finish = fake.finishes(0)[0];
   EXPECT_FALSE(finish.ok());
-  EXPECT_FALSE(finish.job_error());  // a crash may be the machine's: restartable
+  // A crash may be the machine's: restartable; the exit code decides.
+  EXPECT_EQ(finish.failure().kind(), v1::RankFailure::EXITED);
   EXPECT_THAT(finish.error(),
               StartsWith("command exited with code 1: ValueError: injected failure at step 3 "
                          "on rank 0\nlast lines of its stderr:\nTraceback"));
+}
+
+TEST_F(CommandRankTest, AScriptThatSaysItsFailureIsTheJobsReportsAJobError) {
+  // What ringleader.JobError's hook does: the word in the file the launcher named.
+  const v1::Assignment a = ShellJob(
+      "echo JOB_ERROR > \"$RINGLEADER_FAILURE_FILE\"; echo 'JobError: bad labels' >&2; exit 1");
+  FakeCoordinator fake(JobSpecFingerprint(a.spec()));
+  EXPECT_FALSE(RunCommandRank(a, &fake, Options(TmpDir("job_error"))).status.ok());
+  ASSERT_EQ(fake.finishes(0).size(), 1u);
+  EXPECT_EQ(fake.finishes(0)[0].failure().kind(), v1::RankFailure::JOB_ERROR);
+  EXPECT_THAT(fake.finishes(0)[0].error(), HasSubstr("JobError: bad labels"));
+}
+
+TEST_F(CommandRankTest, ACommandKilledByASignalReportsItsNumber) {
+  const v1::Assignment a = ShellJob("kill -9 $$");
+  FakeCoordinator fake(JobSpecFingerprint(a.spec()));
+  EXPECT_FALSE(RunCommandRank(a, &fake, Options(TmpDir("killed"))).status.ok());
+  ASSERT_EQ(fake.finishes(0).size(), 1u);
+  EXPECT_EQ(fake.finishes(0)[0].failure().kind(), v1::RankFailure::SIGNAL);
+  EXPECT_EQ(fake.finishes(0)[0].failure().signal(), 9);
 }
 
 TEST_F(CommandRankTest, AMissingProgramOrWorkdirIsAJobErrorBeforeJoining) {
@@ -117,7 +138,7 @@ TEST_F(CommandRankTest, AMissingProgramOrWorkdirIsAJobErrorBeforeJoining) {
   FakeCoordinator fake(JobSpecFingerprint(a.spec()));
   EXPECT_FALSE(RunCommandRank(a, &fake, Options(TmpDir("missing"))).status.ok());
   ASSERT_EQ(fake.finishes(0).size(), 1u);
-  EXPECT_TRUE(fake.finishes(0)[0].job_error());
+  EXPECT_EQ(fake.finishes(0)[0].failure().kind(), v1::RankFailure::JOB_ERROR);
   EXPECT_THAT(fake.finishes(0)[0].error(),
               HasSubstr("command[0]: 'no-such-program-xyz' was not found in PATH"));
   EXPECT_EQ(fake.join(0).job_id(), "");  // never joined
@@ -127,7 +148,7 @@ TEST_F(CommandRankTest, AMissingProgramOrWorkdirIsAJobErrorBeforeJoining) {
   FakeCoordinator fake_b(JobSpecFingerprint(b.spec()));
   EXPECT_FALSE(RunCommandRank(b, &fake_b, Options(TmpDir("nowd"))).status.ok());
   ASSERT_EQ(fake_b.finishes(0).size(), 1u);
-  EXPECT_TRUE(fake_b.finishes(0)[0].job_error());
+  EXPECT_EQ(fake_b.finishes(0)[0].failure().kind(), v1::RankFailure::JOB_ERROR);
   EXPECT_THAT(fake_b.finishes(0)[0].error(),
               HasSubstr("workdir: '/no/such/workdir' is not a directory on this worker"));
 }

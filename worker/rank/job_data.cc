@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/rank_failure.h"
 #include "common/status_macros.h"
 #include "worker/data/fashion_mnist.h"
 
@@ -18,9 +19,12 @@ constexpr size_t kSyntheticTestDefault = 1024;
 absl::StatusOr<TrainTest> LoadJobData(const v1::JobSpec& spec) {
   const v1::DataSpec& data = spec.data();
   if (data.dataset() == "fashion-mnist") {
-    ASSIGN_OR_RETURN(FashionMnist loaded,
-                     LoadFashionMnist(data.path().empty() ? kDefaultFashionMnistDir : data.path(),
-                                      data.max_train_examples(), data.max_test_examples()));
+    absl::StatusOr<FashionMnist> read =
+        LoadFashionMnist(data.path().empty() ? kDefaultFashionMnistDir : data.path(),
+                         data.max_train_examples(), data.max_test_examples());
+    // Reading the data set's files (missing, unreadable, corrupt): IO_ERROR.
+    if (!read.ok()) return WithFailureKind(read.status(), v1::RankFailure::IO_ERROR);
+    FashionMnist loaded = *std::move(read);
     return TrainTest{std::move(loaded.train), std::move(loaded.test)};
   }
   if (data.dataset() == "synthetic") {
@@ -34,8 +38,10 @@ absl::StatusOr<TrainTest> LoadJobData(const v1::JobSpec& spec) {
         train + test, layers.Get(0), static_cast<int>(layers.Get(layers.size() - 1)), spec.seed());
     return TrainTest{Slice(all, 0, train), Slice(all, train, train + test)};
   }
-  return absl::InvalidArgumentError(absl::StrCat("data.dataset: unknown data set '", data.dataset(),
-                                                 "' (expected fashion-mnist or synthetic)"));
+  return WithFailureKind(
+      absl::InvalidArgumentError(absl::StrCat("data.dataset: unknown data set '", data.dataset(),
+                                              "' (expected fashion-mnist or synthetic)")),
+      v1::RankFailure::JOB_ERROR);
 }
 
 }  // namespace ringleader

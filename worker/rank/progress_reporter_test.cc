@@ -15,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/rank_failure.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -324,6 +325,7 @@ TEST_F(ProgressReporterTest, StopInAnAnswerIsSeenByTheNextAppend) {
   EXPECT_EQ(stopped.code(), absl::StatusCode::kAborted);
   EXPECT_THAT(std::string(stopped.message()),
               HasSubstr("stopped by the coordinator: job job is FAILED: rank 0 failed"));
+  EXPECT_EQ(FailureOf(stopped).kind(), v1::RankFailure::STOPPED);
   EXPECT_EQ(reporter->AddEpoch(Epoch(0)).code(), absl::StatusCode::kAborted);
   EXPECT_EQ(reporter->Flush(kPrompt).code(), absl::StatusCode::kAborted);
   EXPECT_EQ(client_.requests().size(), 1u) << "nothing is sent after a stop";
@@ -523,6 +525,31 @@ TEST_F(ProgressReporterTest, EveryCallCarriesTheRanksCurrentActivity) {
   EXPECT_EQ(keepalive.activity().phase(), v1::RANK_PHASE_CONNECTING);
   EXPECT_EQ(keepalive.activity().detail(), "connecting to rank 0 at 10.1.0.2:41729");
   EXPECT_EQ(keepalive.activity().phase_elapsed_ms(), 1500u);
+}
+
+TEST_F(ProgressReporterTest, AnAnswerAskingForTheTraceGetsItInTheNextCallAtOnce) {
+  // No keepalives and no steps: only the request for the ring makes the second call.
+  int rings = 0;
+  options_.trace = [&rings] {
+    ++rings;
+    v1::CollectiveTraceEntry entry;
+    entry.set_sequence(41);
+    entry.set_state(v1::CollectiveTraceEntry::STARTED);
+    return std::vector<v1::CollectiveTraceEntry>{entry};
+  };
+  v1::ReportProgressResponse ask;
+  ask.set_send_trace(true);
+  client_.Script({ask, v1::ReportProgressResponse()});
+  auto reporter = MakeReporter();
+  ASSERT_TRUE(reporter->AddEpoch(Epoch(1)).ok());  // an epoch goes out at once
+  ASSERT_TRUE(client_.AwaitCalls(2, kPrompt));
+  ASSERT_TRUE(AwaitAttemptsDone(2));
+  const std::vector<v1::ReportProgressRequest> requests = client_.requests();
+  EXPECT_FALSE(requests[0].has_trace());
+  EXPECT_TRUE(requests[1].has_trace());
+  ASSERT_EQ(requests[1].trace_size(), 1);
+  EXPECT_EQ(requests[1].trace(0).sequence(), 41u);
+  EXPECT_EQ(rings, 1);  // asked once, sent once
 }
 
 TEST(RankActivityTrackerTest, APhaseRestartsItsTimeAndADetailChangeDoesNot) {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_series.h"
+#include "common/rank_failure.h"
 #include "common/status_macros.h"
 
 namespace ringleader {
@@ -68,12 +69,15 @@ absl::StatusOr<ResumeDecision> DecideResume(const v1::Assignment& assignment,
   if (decision.path.empty()) return decision;
   absl::StatusOr<CheckpointData> read = ReadCheckpoint(decision.path);
   if (read.status().code() == absl::StatusCode::kNotFound) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "rank 0 resumes from ", decision.path, ", which is not readable on this rank's host: ",
-        read.status().message(),
-        " (checkpoint_dir must be storage every worker reads, e.g. a shared file system)"));
+    // The cluster's storage is set up wrong for this job: a restart fails again.
+    return WithFailureKind(
+        absl::FailedPreconditionError(absl::StrCat(
+            "rank 0 resumes from ", decision.path, ", which is not readable on this rank's host: ",
+            read.status().message(),
+            " (checkpoint_dir must be storage every worker reads, e.g. a shared file system)")),
+        v1::RankFailure::JOB_ERROR);
   }
-  RETURN_IF_ERROR(read.status());
+  if (!read.ok()) return WithFailureKind(read.status(), v1::RankFailure::IO_ERROR);
   decision.checkpoint = *std::move(read);
   return decision;
 }

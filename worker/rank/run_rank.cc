@@ -1,10 +1,12 @@
 // RunRank: one rank's training plus its FinishRank report (see training_loop.h).
 #include <algorithm>
 #include <iostream>
+#include <new>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "worker/collective/gloo/gloo_peers.h"
+#include "common/rank_failure.h"
 #include "worker/rank/finish_report.h"
 #include "worker/rank/progress_reporter.h"
 #include "worker/rank/training_loop.h"
@@ -34,18 +36,19 @@ void GiveTheCulpritAHeadStart(const v1::Assignment& assignment, CoordinatorClien
   }
 }
 
-// A failure that running the job again would repeat: a spec this rank cannot run, parameters
-// without a gradient, a collective desync (the reducer's FAILED_PRECONDITION). The coordinator
-// does not restart it. Anything else (a peer gone, a timeout, an I/O error) may be a fault of
-// a machine, worth a restart.
-bool IsJobError(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kInvalidArgument ||
-         status.code() == absl::StatusCode::kFailedPrecondition;
-}
-
-bool LooksLikeAPeerFailure(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kUnavailable ||
-         status.code() == absl::StatusCode::kDeadlineExceeded;
+// RunTraining, with an allocation that failed anywhere in it as OUT_OF_MEMORY.
+absl::StatusOr<TrainingOutcome> TrainCatchingOutOfMemory(const v1::Assignment& assignment,
+                                                         CoordinatorClient* client,
+                                                         const TrainingLoopOptions& options) {
+  try {
+    return RunTraining(assignment, client, options);
+  } catch (const std::bad_alloc& e) {
+    return WithFailureKind(
+        absl::ResourceExhaustedError(absl::StrCat(
+            "rank ", assignment.rank(), ": out of memory (", e.what(),
+            "): lower batch_size or the model's layers, or run it on a worker with more memory")),
+        v1::RankFailure::OUT_OF_MEMORY);
+  }
 }
 
 }  // namespace
@@ -53,10 +56,13 @@ bool LooksLikeAPeerFailure(const absl::Status& status) {
 RankRunResult RunRank(const v1::Assignment& assignment, CoordinatorClient* client,
                       const TrainingLoopOptions& options) {
   RankRunResult result;
-  absl::StatusOr<TrainingOutcome> outcome = RunTraining(assignment, client, options);
+  absl::StatusOr<TrainingOutcome> outcome =
+      TrainCatchingOutOfMemory(assignment, client, options);
   result.status = outcome.status();
   if (outcome.ok()) result.outcome = *outcome;
-  if (!outcome.ok() && LooksLikeAPeerFailure(outcome.status())) {
+  // A consequence of a peer's failure (rank_failure.h): the peer gets to report first.
+  const v1::RankFailure failure = FailureOf(outcome.status());
+  if (!outcome.ok() && IsPeerSymptom(failure)) {
     GiveTheCulpritAHeadStart(assignment, client, options);
   }
 
@@ -67,14 +73,9 @@ RankRunResult RunRank(const v1::Assignment& assignment, CoordinatorClient* clien
   request.set_ok(outcome.ok());
   if (!outcome.ok()) {
     request.set_error(std::string(outcome.status().message()));
-    request.set_job_error(IsJobError(outcome.status()));
-    // A transport error about one peer names it (gloo_peers.h): the coordinator weighs that
-    // peer's evidence and, for a loopback address across hosts, says how to fix it.
-    if (std::optional<StatusPeer> peer = PeerOfStatus(outcome.status())) {
-      request.set_has_peer(true);
-      request.set_peer_rank(peer->rank);
-      request.set_peer_address(peer->address);
-    }
+    // Its kind as the code that detected it said, with the peer, step and collective where
+    // known: a JOB_ERROR is not restarted; a peer's failure waits for the peer's own report.
+    *request.mutable_failure() = failure;
   }
   if (outcome.ok()) request.set_checkpoint_path(outcome->checkpoint_path);
   // The client retried UNAVAILABLE for a few seconds already; a coordinator restarting

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/sharded_checkpoint.h"
+#include "common/rank_failure.h"
 #include "common/status_macros.h"
 #include "worker/checkpoint/initial_weights.h"
 #include "worker/checkpoint/training_state.h"
@@ -14,7 +15,10 @@ namespace {
 
 // model.init_from: any failure is the job's (a path or file the user gave).
 absl::Status InitFromError(const absl::Status& status) {
-  return absl::FailedPreconditionError(absl::StrCat("model.init_from: ", status.message()));
+  // The spec names a file this job cannot start from: running it again fails again.
+  return WithFailureKind(
+      absl::FailedPreconditionError(absl::StrCat("model.init_from: ", status.message())),
+      v1::RankFailure::JOB_ERROR);
 }
 
 }  // namespace
@@ -39,7 +43,9 @@ absl::StatusOr<std::optional<StartingOptimizerState>> LoadStartingState(
     }
     const absl::Status restored = RestoreTrainingState(*checkpoint, fingerprint, model, &resumed);
     if (!restored.ok()) {
-      return WithPrefix(restored, absl::StrCat("resuming from ", resume.path, ": "));
+      return WithFailureKind(
+          WithPrefix(restored, absl::StrCat("resuming from ", resume.path, ": ")),
+          v1::RankFailure::IO_ERROR);
     }
     return StartingOptimizerState{resumed.momentum_buffers(), resumed.step_count(),
                                   absl::StrCat("resuming from ", resume.path)};

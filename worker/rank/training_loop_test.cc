@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "checkpoint/checkpoint.h"
 #include "common/job_spec.h"
+#include "common/rank_failure.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "plan/memory_plan.h"
@@ -252,6 +253,10 @@ TEST_F(TrainingLoopTest, ANanLossIsReportedWithItsStepBeforeTheRankFails) {
   EXPECT_EQ(results[1].status.code(), absl::StatusCode::kFailedPrecondition) << results[1].status;
   EXPECT_THAT(std::string(results[1].status.message()), HasSubstr("step 3"));
   EXPECT_THAT(std::string(results[1].status.message()), HasSubstr("training diverged"));
+  // The job's own fault, at the step it happened in.
+  ASSERT_EQ(fake_->finishes(1).size(), 1u);
+  EXPECT_EQ(fake_->finishes(1)[0].failure().kind(), v1::RankFailure::JOB_ERROR);
+  EXPECT_EQ(fake_->finishes(1)[0].failure().step(), 3u);
   const std::vector<v1::StepReport> s1 = fake_->steps(1);
   ASSERT_FALSE(s1.empty());
   EXPECT_EQ(s1.back().step(), 3u);
@@ -393,6 +398,7 @@ TEST_F(TrainingLoopTest, StopFromTheCoordinatorEndsEveryRankAfterTheAnsweredBatc
     EXPECT_EQ(results[rank].status.code(), absl::StatusCode::kAborted) << results[rank].status;
     EXPECT_THAT(std::string(results[rank].status.message()),
                 HasSubstr("stopped by the coordinator: cancelled by the test"));
+    EXPECT_EQ(FailureOf(results[rank].status).kind(), v1::RankFailure::STOPPED);
     EXPECT_GE(fake_->steps(rank).back().step(), 3u);
     EXPECT_LT(fake_->steps(rank).back().step(), 32u) << "stopped before the last of 32 steps";
     EXPECT_EQ(fake_->steps_after_stop(rank), 0) << "rank " << rank;
@@ -441,6 +447,7 @@ TEST_F(TrainingLoopTest, BatchLargerThanTheShardIsRejectedNamingTheFields) {
   EXPECT_EQ(results[0].status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(results[0].status.message()),
               HasSubstr("batch_size x sync.gradient_accumulation_steps"));
+  EXPECT_EQ(FailureOf(results[0].status).kind(), v1::RankFailure::JOB_ERROR);
 }
 
 TEST_F(TrainingLoopTest, PeerFailureWaitsForTheCulpritsReportBeforeReporting) {
@@ -455,7 +462,9 @@ TEST_F(TrainingLoopTest, PeerFailureWaitsForTheCulpritsReportBeforeReporting) {
         options->make_collective = [](const v1::Assignment&, const ComputePlacement&,
                                       const RendezvousProgress&)
             -> absl::StatusOr<std::unique_ptr<Collective>> {
-          return absl::UnavailableError("Connection closed by peer");
+          // The backend says what it is: a peer that closed its connection (rank_failure.h).
+          return WithFailureKind(absl::UnavailableError("Connection closed by peer"),
+                                 v1::RankFailure::PEER_CLOSED, 1, "10.1.0.2:41729");
         };
       });
   EXPECT_EQ(results[0].status.code(), absl::StatusCode::kUnavailable);
@@ -463,6 +472,12 @@ TEST_F(TrainingLoopTest, PeerFailureWaitsForTheCulpritsReportBeforeReporting) {
   EXPECT_EQ(waits.size(), 2u);
   ASSERT_EQ(fake_->finishes(0).size(), 1u);
   EXPECT_FALSE(fake_->finishes(0)[0].ok());
+  // The report carries the kind and the peer as detected.
+  const v1::RankFailure failure = fake_->finishes(0)[0].failure();
+  EXPECT_EQ(failure.kind(), v1::RankFailure::PEER_CLOSED);
+  EXPECT_TRUE(failure.has_peer());
+  EXPECT_EQ(failure.peer_rank(), 1u);
+  EXPECT_EQ(failure.peer_address(), "10.1.0.2:41729");
 }
 
 TEST_F(TrainingLoopTest, PeerFailureReportsAfterTheDelayWhenNobodyElseDoes) {
@@ -476,12 +491,14 @@ TEST_F(TrainingLoopTest, PeerFailureReportsAfterTheDelayWhenNobodyElseDoes) {
         options->make_collective = [](const v1::Assignment&, const ComputePlacement&,
                                       const RendezvousProgress&)
             -> absl::StatusOr<std::unique_ptr<Collective>> {
-          return absl::DeadlineExceededError("rank 1 never showed up");
+          return WithFailureKind(absl::DeadlineExceededError("rank 1 never showed up"),
+                                 v1::RankFailure::PEER_TIMED_OUT);
         };
       });
   EXPECT_EQ(waits.size(), 5u);
   ASSERT_EQ(fake_->finishes(0).size(), 1u);
   EXPECT_THAT(fake_->finishes(0)[0].error(), HasSubstr("rank 1 never showed up"));
+  EXPECT_EQ(fake_->finishes(0)[0].failure().kind(), v1::RankFailure::PEER_TIMED_OUT);
 }
 
 TEST_F(TrainingLoopTest, OwnFailuresAreReportedWithoutDelay) {
@@ -497,6 +514,8 @@ TEST_F(TrainingLoopTest, OwnFailuresAreReportedWithoutDelay) {
   EXPECT_THAT(std::string(results[0].status.message()), HasSubstr("data.dataset"));
   EXPECT_TRUE(waits.empty());
   EXPECT_EQ(fake_->probes(), 0);
+  ASSERT_EQ(fake_->finishes(0).size(), 1u);
+  EXPECT_EQ(fake_->finishes(0)[0].failure().kind(), v1::RankFailure::JOB_ERROR);
 }
 
 // The coordinator is down for the whole run and comes back only while the rank retries its

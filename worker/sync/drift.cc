@@ -13,7 +13,7 @@ namespace {
 
 absl::Status Annotate(const absl::Status& s, const char* what) {
   if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat("drift check: ", what, " failed: ", s.message()));
+  return WithMessage(s, absl::StrCat("drift check: ", what, " failed: ", s.message()));
 }
 
 // NaN ranks above every number, so a diverged tensor is the one reported.

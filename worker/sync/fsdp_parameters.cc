@@ -106,10 +106,9 @@ absl::Status FsdpParameters::Gather(size_t b, int layer) {
           ->Wait();
   if (done.ok()) return done;
   held_.erase(b);
-  return absl::Status(done.code(),
-                      absl::StrCat("fsdp parameter gather of bucket ", b,
-                                   layer >= 0 ? absl::StrCat(" (layer ", layer, ")") : "",
-                                   ": ", done.message()));
+  return WithPrefix(done, absl::StrCat("fsdp parameter gather of bucket ", b,
+                                       layer >= 0 ? absl::StrCat(" (layer ", layer, ")") : "",
+                                       ": "));
 }
 
 const float* FsdpParameters::InBucket(size_t i) const {

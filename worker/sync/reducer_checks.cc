@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/rank_failure.h"
 #include "common/status_macros.h"
 #include "worker/sync/reducer.h"
 
@@ -109,12 +110,14 @@ absl::Status Reducer::CheckUnready(const std::vector<size_t>& local_unready) {
     if (total > names.size()) absl::StrAppend(&entry, " and ", total - names.size(), " more");
     per_rank.push_back(std::move(entry));
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "step ", step_, ": parameters received no gradient in the step's sync micro-batch (",
-      "micro-batch ", opts_.gradient_accumulation_steps, " of ", opts_.gradient_accumulation_steps,
-      ") — ", absl::StrJoin(per_rank, "; "),
-      ". Every rank must reduce every parameter each step: set sync.find_unused_parameters: "
-      "true, or freeze them on every rank"));
+  return WithFailureKind(
+      absl::FailedPreconditionError(absl::StrCat(
+          "step ", step_, ": parameters received no gradient in the step's sync micro-batch (",
+          "micro-batch ", opts_.gradient_accumulation_steps, " of ",
+          opts_.gradient_accumulation_steps, ") — ", absl::StrJoin(per_rank, "; "),
+          ". Every rank must reduce every parameter each step: set sync.find_unused_parameters: "
+          "true, or freeze them on every rank")),
+      v1::RankFailure::JOB_ERROR);
 }
 
 }  // namespace ringleader

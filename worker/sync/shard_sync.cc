@@ -11,7 +11,7 @@ namespace {
 
 absl::Status Annotate(const absl::Status& s, const char* who) {
   if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(who, ": ", s.message()));
+  return WithPrefix(s, absl::StrCat(who, ": "));
 }
 
 absl::Status CheckPlan(const Collective* comm, const ShardPlan& plan, size_t parameters,

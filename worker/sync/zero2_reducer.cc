@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/rank_failure.h"
 #include "common/status_macros.h"
 
 namespace ringleader {
@@ -494,11 +495,13 @@ absl::Status Zero2Reducer::NameUnready(const std::vector<size_t>& local_unready)
     if (total > names.size()) absl::StrAppend(&entry, " and ", total - names.size(), " more");
     per_rank.push_back(std::move(entry));
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "step ", step_, ": parameters received no gradient (strategy zero2) — ",
-      absl::StrJoin(per_rank, "; "),
-      ". Set sync.find_unused_parameters: true to reduce them as zeros, or freeze them on every "
-      "rank (model.frozen_parameters)"));
+  return WithFailureKind(
+      absl::FailedPreconditionError(absl::StrCat(
+          "step ", step_, ": parameters received no gradient (strategy zero2) — ",
+          absl::StrJoin(per_rank, "; "),
+          ". Set sync.find_unused_parameters: true to reduce them as zeros, or freeze them on "
+          "every rank (model.frozen_parameters)")),
+      v1::RankFailure::JOB_ERROR);
 }
 
 }  // namespace ringleader

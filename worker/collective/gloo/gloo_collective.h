@@ -71,8 +71,9 @@ struct GlooOptions {
 // Rendezvouses rank `rank` of `world_size` under `key_prefix` in `store` and returns a live gloo
 // Collective. A TCP failure that names a peer's address (connect, and later a peer closing or
 // resetting its connection) is reported as "could not connect to rank R at HOST:PORT: ..." /
-// "peer rank R at HOST:PORT: ..." with the real port (gloo_peers.h) and the peer as a payload
-// (PeerOfStatus). (backend_name() "gloo", memory_kind() kHost).
+// "peer rank R at HOST:PORT: ..." with the real port (gloo_peers.h) and the peer in the
+// status's RankFailure (common/rank_failure.h; gloo_status.h says the kinds: a key that never
+// appeared in the store is PEER_TIMED_OUT). (backend_name() "gloo", memory_kind() kHost).
 // Errors: INVALID_ARGUMENT (rank/world_size/comm_threads/timeouts out of range, empty prefix,
 // naming the field), DEADLINE_EXCEEDED (a peer did not show up within rendezvous_timeout; the
 // message names the missing key), UNAVAILABLE (the store or a TCP connection failed),

@@ -9,6 +9,8 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/rank_failure.h"
+#include "common/status_macros.h"
 
 namespace ringleader {
 namespace {
@@ -80,32 +82,14 @@ absl::Status NamePeerInGlooError(const absl::Status& status,
   if (status.ok()) return status;
   const std::optional<PeerMatch> peer = FindPeerInGlooMessage(status.message(), peers);
   if (!peer.has_value()) return status;
-  absl::Status named(
-      status.code(),
+  const absl::Status named = WithMessage(
+      status,
       absl::StrCat(what, " rank ", peer->rank, " at ", peer->address, ": ", status.message(),
                    peer->byte_swapped
                        ? absl::StrCat(" (gloo prints the port byte-swapped: ", peer->printed,
                                       " is ", peer->address, ")")
                        : ""));
-  SetPeerPayload(&named, peer->rank, peer->address);
-  return named;
-}
-
-void SetPeerPayload(absl::Status* status, int rank, const std::string& address) {
-  status->SetPayload(kPeerPayloadUrl, absl::Cord(absl::StrCat(rank, " ", address)));
-}
-
-std::optional<StatusPeer> PeerOfStatus(const absl::Status& status) {
-  const absl::optional<absl::Cord> payload = status.GetPayload(kPeerPayloadUrl);
-  if (!payload.has_value()) return std::nullopt;
-  const std::string text(*payload);
-  const size_t space = text.find(' ');
-  StatusPeer peer;
-  if (space == std::string::npos || !absl::SimpleAtoi(text.substr(0, space), &peer.rank)) {
-    return std::nullopt;
-  }
-  peer.address = text.substr(space + 1);
-  return peer;
+  return WithFailureKind(named, v1::RankFailure::PEER_CLOSED, peer->rank, peer->address);
 }
 
 }  // namespace ringleader

@@ -6,8 +6,8 @@
 // the rendezvous (the `<i>` blobs of connectFullMesh): decoding those and matching the printed
 // figure both ways tells which rank the error is about and its real port.
 //
-// The peer travels with the absl::Status as a payload (kPeerPayloadUrl: "<rank> <host:port>"),
-// so the rank's FinishRank can name it to the coordinator (FinishRankRequest.has_peer).
+// The peer travels with the absl::Status in its RankFailure payload (common/rank_failure.h:
+// has_peer, peer_rank, peer_address), so the rank's FinishRank can name it to the coordinator.
 #ifndef RINGLEADER_WORKER_COLLECTIVE_GLOO_GLOO_PEERS_H_
 #define RINGLEADER_WORKER_COLLECTIVE_GLOO_GLOO_PEERS_H_
 
@@ -20,8 +20,6 @@
 #include "absl/strings/string_view.h"
 
 namespace ringleader {
-
-inline constexpr char kPeerPayloadUrl[] = "type.ringleader/peer";
 
 // "host:port" ("[v6]:port") of a serialized gloo tcp Address (its sockaddr_storage first);
 // nullopt when the bytes are too short or not IPv4/IPv6.
@@ -41,17 +39,10 @@ std::optional<PeerMatch> FindPeerInGlooMessage(absl::string_view message,
 
 // `status` unchanged when it names no peer of `peers`; otherwise the same code with the
 // message "<what> rank R at HOST:PORT: <message>" (plus a note when gloo printed the port
-// byte-swapped) and the peer payload.
+// byte-swapped), its payloads, and the peer added to its RankFailure (the kind stays; an
+// unclassified status becomes PEER_CLOSED: a transport error about one peer).
 absl::Status NamePeerInGlooError(const absl::Status& status,
                                  const std::map<int, std::string>& peers, absl::string_view what);
-
-// Attaches / reads the peer payload.
-void SetPeerPayload(absl::Status* status, int rank, const std::string& address);
-struct StatusPeer {
-  uint32_t rank = 0;
-  std::string address;
-};
-std::optional<StatusPeer> PeerOfStatus(const absl::Status& status);
 
 }  // namespace ringleader
 

@@ -14,6 +14,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/rank_failure.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/collective/gloo/gloo_collective.h"
@@ -81,14 +82,26 @@ TEST(GlooPeersTest, NamesThePeerInTheErrorAndCarriesItAsAPayload) {
   EXPECT_EQ(named.message(),
             "could not connect to rank 1 at 127.0.0.1:41729: connect [127.0.0.1]:419: Connection "
             "refused (gloo prints the port byte-swapped: [127.0.0.1]:419 is 127.0.0.1:41729)");
-  const std::optional<StatusPeer> peer = PeerOfStatus(named);
-  ASSERT_TRUE(peer.has_value());
-  EXPECT_EQ(peer->rank, 1u);
-  EXPECT_EQ(peer->address, "127.0.0.1:41729");
+  const std::optional<v1::RankFailure> failure = RankFailureOf(named);
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_EQ(failure->kind(), v1::RankFailure::PEER_CLOSED);
+  EXPECT_TRUE(failure->has_peer());
+  EXPECT_EQ(failure->peer_rank(), 1u);
+  EXPECT_EQ(failure->peer_address(), "127.0.0.1:41729");
   // Nothing to name: unchanged, no payload.
   const absl::Status other = absl::DeadlineExceededError("timed out");
   EXPECT_EQ(NamePeerInGlooError(other, peers, "x"), other);
-  EXPECT_FALSE(PeerOfStatus(other).has_value());
+  EXPECT_FALSE(RankFailureOf(other).has_value());
+}
+
+TEST(GlooPeersTest, NamingThePeerKeepsTheKindGlooGaveTheError) {
+  const std::map<int, std::string> peers = {{2, "10.1.0.2:5000"}};
+  const absl::Status timed_out = WithFailureKind(
+      absl::DeadlineExceededError("Timed out [10.1.0.2]:5000"), v1::RankFailure::PEER_TIMED_OUT);
+  const v1::RankFailure failure = FailureOf(NamePeerInGlooError(timed_out, peers, "peer"));
+  EXPECT_EQ(failure.kind(), v1::RankFailure::PEER_TIMED_OUT);
+  EXPECT_EQ(failure.peer_rank(), 2u);
+  EXPECT_EQ(failure.peer_address(), "10.1.0.2:5000");
 }
 
 // A store that makes the published addresses of some ranks point at `port` (a closed port):
@@ -161,11 +174,14 @@ TEST(GlooPeersTest, ARankThatCannotReachItsPeerNamesItWithTheRealPortAndTheStage
           absl::StatusOr<std::unique_ptr<Collective>> made =
               CreateGlooCollective(store, "peers/0/gloo/", rank, 2, options);
           std::lock_guard<std::mutex> lock(mu);
-          const std::optional<StatusPeer> peer =
-              made.ok() ? std::nullopt : PeerOfStatus(made.status());
+          const std::optional<v1::RankFailure> failure =
+              made.ok() ? std::nullopt : RankFailureOf(made.status());
           report += absl::StrCat(
               "rank ", rank, ": ", made.ok() ? "OK" : made.status().ToString(), "|",
-              peer ? absl::StrCat(peer->rank, " ", peer->address) : "no peer", "|");
+              failure && failure->has_peer()
+                  ? absl::StrCat(failure->peer_rank(), " ", failure->peer_address())
+                  : "no peer",
+              "|");
         });
         for (const std::string& stage : stages) report += stage + ";";
         return report;

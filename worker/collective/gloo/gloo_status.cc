@@ -1,42 +1,46 @@
 #include "worker/collective/gloo/gloo_status.h"
 
 #include <exception>
+#include <new>
 #include <string>
 
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/rank_failure.h"
 #include "gloo/common/error.h"
 #include "gloo/common/logging.h"
 
 namespace ringleader {
 namespace gloo_internal {
-namespace {
 
-// gloo has no distinct timeout exception; its timeouts read "Timed out waiting ...",
-// "Connect timeout ..." or "Read timeout ...".
-bool MentionsTimeout(const std::string& message) {
-  const std::string lower = absl::AsciiStrToLower(message);
-  return absl::StrContains(lower, "timed out") || absl::StrContains(lower, "timeout");
-}
-
-}  // namespace
-
-absl::Status RunGlooCall(const std::function<void()>& fn, const char* expression) {
+absl::Status RunGlooCall(const std::function<void()>& fn, const char* expression,
+                         std::chrono::milliseconds timeout) {
+  const auto start = std::chrono::steady_clock::now();
   try {
     fn();
     return absl::OkStatus();
   } catch (const gloo::IoException& e) {
     const std::string message = absl::StrCat(expression, " failed: ", e.what());
-    return MentionsTimeout(e.what()) ? absl::DeadlineExceededError(message)
-                                     : absl::UnavailableError(message);
+    const bool ran_out = timeout > std::chrono::milliseconds::zero() &&
+                         std::chrono::steady_clock::now() - start >= timeout;
+    return ran_out ? WithFailureKind(absl::DeadlineExceededError(message),
+                                     v1::RankFailure::PEER_TIMED_OUT)
+                   : WithFailureKind(absl::UnavailableError(message),
+                                     v1::RankFailure::PEER_CLOSED);
   } catch (const gloo::EnforceNotMet& e) {
-    return absl::InternalError(
-        absl::StrCat(expression, " failed a gloo invariant check: ", e.what()));
+    return WithFailureKind(
+        absl::InternalError(absl::StrCat(expression, " failed a gloo invariant check: ", e.what())),
+        v1::RankFailure::INTERNAL);
+  } catch (const std::bad_alloc& e) {
+    return WithFailureKind(
+        absl::ResourceExhaustedError(absl::StrCat(expression, " ran out of memory: ", e.what())),
+        v1::RankFailure::OUT_OF_MEMORY);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(expression, " threw: ", e.what()));
+    return WithFailureKind(absl::InternalError(absl::StrCat(expression, " threw: ", e.what())),
+                           v1::RankFailure::INTERNAL);
   } catch (...) {
-    return absl::InternalError(absl::StrCat(expression, " threw a non-standard exception"));
+    return WithFailureKind(
+        absl::InternalError(absl::StrCat(expression, " threw a non-standard exception")),
+        v1::RankFailure::INTERNAL);
   }
 }
 

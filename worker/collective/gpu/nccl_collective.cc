@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "common/gpu/cuda_status.h"
+#include "common/rank_failure.h"
 #include "common/status_macros.h"
 #include "worker/collective/gpu/nccl_unique_id.h"
 #include "worker/collective/gpu/nccl_work.h"
@@ -251,9 +252,10 @@ class NcclCollective : public Collective {
                           comm);
       }
       if (poller_.clock->Now() >= deadline) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            "ncclCommFinalize did not finish within ", absl::FormatDuration(timeout),
-            "; communicator aborted"));
+        return WithFailureKind(absl::DeadlineExceededError(absl::StrCat(
+                                   "ncclCommFinalize did not finish within ",
+                                   absl::FormatDuration(timeout), "; communicator aborted")),
+                               v1::RankFailure::PEER_TIMED_OUT);
       }
       poller_.sleep(poller_.interval);
     }
@@ -281,9 +283,11 @@ class NcclCollective : public Collective {
       RETURN_IF_ERROR(state_->PollAsyncError(&in_progress));
       if (!in_progress) return absl::OkStatus();
       if (poller_.clock->Now() - start >= timeout) {
-        return absl::DeadlineExceededError(
-            absl::StrCat("NCCL did not finish enqueueing the operation within ",
-                         absl::FormatDuration(timeout), "; communicator aborted"));
+        return WithFailureKind(
+            absl::DeadlineExceededError(
+                absl::StrCat("NCCL did not finish enqueueing the operation within ",
+                             absl::FormatDuration(timeout), "; communicator aborted")),
+            v1::RankFailure::PEER_TIMED_OUT);
       }
       poller_.sleep(poller_.interval);
     }
@@ -361,8 +365,10 @@ absl::Status WaitForInit(NcclRuntime& runtime, ncclComm_t comm, absl::Time deadl
                         comm);
     }
     if (poller.clock->Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "NCCL communicator init did not finish within ", absl::FormatDuration(init_timeout)));
+      return WithFailureKind(
+          absl::DeadlineExceededError(absl::StrCat("NCCL communicator init did not finish within ",
+                                                   absl::FormatDuration(init_timeout))),
+          v1::RankFailure::PEER_TIMED_OUT);
     }
     poller.sleep(poller.interval);
   }
@@ -400,9 +406,8 @@ absl::StatusOr<std::unique_ptr<Collective>> CreateNcclCollective(
   if (init.ok()) init = WaitForInit(*runtime, comm, deadline, poller, options.init_timeout);
   if (!init.ok()) {
     if (comm != nullptr) runtime->CommAbort(comm);
-    return absl::Status(init.code(),
-                        absl::StrCat(context, init.message(),
-                                     InitFailureHint(*store, key_prefix, rank, world_size)));
+    return WithMessage(init, absl::StrCat(context, init.message(),
+                                          InitFailureHint(*store, key_prefix, rank, world_size)));
   }
 
   auto state = std::make_shared<CommState>(runtime, comm, rank);
@@ -423,10 +428,9 @@ absl::StatusOr<std::unique_ptr<Collective>> CreateNcclCollective(
     const absl::Duration left = std::max(deadline - poller.clock->Now(), options.poll_interval);
     setup = collective->WarmUp(left);
     if (!setup.ok()) {
-      setup = absl::Status(
-          setup.code(),
-          absl::StrCat("connecting to the other ranks: ", setup.message(),
-                       InitFailureHint(*store, key_prefix, rank, world_size)));
+      setup = WithMessage(setup, absl::StrCat("connecting to the other ranks: ", setup.message(),
+                                              InitFailureHint(*store, key_prefix, rank,
+                                                              world_size)));
     }
   }
   if (setup.ok()) setup = PublishJoined(*store, key_prefix, rank);

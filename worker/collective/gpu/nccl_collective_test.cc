@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/gpu/gpu_devices.h"
+#include "common/rank_failure.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/collective/gpu/fake_nccl_runtime.h"
@@ -206,6 +207,7 @@ TEST_F(NcclCollectiveTest, AWorkPastItsDeadlineAbortsTheCommunicatorAndKillsTheC
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("rank 0: NCCL all-reduce(sum) #0 of bucket 4 (16 x fp32) did not finish "
                         "within 2s"));
+  EXPECT_EQ(FailureOf(s).kind(), v1::RankFailure::PEER_TIMED_OUT);
   EXPECT_GE(clock_.Now() - start, absl::Seconds(2));
   EXPECT_LT(clock_.Now() - start, absl::Seconds(3));
   EXPECT_TRUE(work->IsDone());
@@ -264,6 +266,7 @@ TEST_F(NcclCollectiveTest, AnAsynchronousNcclErrorFailsTheWorkAsUnavailable) {
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(s.message()), HasSubstr("all-reduce(sum) #0"));
   EXPECT_THAT(std::string(s.message()), HasSubstr(ncclGetErrorString(ncclRemoteError)));
+  EXPECT_EQ(FailureOf(s).kind(), v1::RankFailure::PEER_CLOSED);
   EXPECT_EQ(runtime_->abort_calls(), 1);
 }
 

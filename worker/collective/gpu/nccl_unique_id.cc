@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/gpu/cuda_status.h"
+#include "common/status_macros.h"
 
 namespace ringleader {
 namespace gpu {
@@ -36,22 +37,22 @@ absl::StatusOr<ncclUniqueId> ExchangeNcclUniqueId(KeyValueStore& store,
     RL_NCCL_RETURN_IF_ERROR(make_id(&id));
     absl::Status set = store.Set(key, std::string(id.internal, sizeof(id.internal)));
     if (!set.ok()) {
-      return absl::Status(set.code(),
-                          absl::StrCat("rank 0 could not publish the NCCL unique id (key ", key,
-                                       "): ", set.message()));
+      return WithPrefix(set, absl::StrCat("rank 0 could not publish the NCCL unique id (key ",
+                                          key, "): "));
     }
     return id;
   }
   absl::StatusOr<std::string> value = store.Get(key, timeout);
   if (absl::IsDeadlineExceeded(value.status())) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("rank ", rank, " waited ", absl::FormatDuration(timeout),
-                     " for rank 0's NCCL unique id (key ", key, "): rank 0 never published it"));
+    return WithMessage(value.status(),
+                       absl::StrCat("rank ", rank, " waited ", absl::FormatDuration(timeout),
+                                    " for rank 0's NCCL unique id (key ", key,
+                                    "): rank 0 never published it"));
   }
   if (!value.ok()) {
-    return absl::Status(value.status().code(),
-                        absl::StrCat("rank ", rank, " could not read rank 0's NCCL unique id (key ",
-                                     key, "): ", value.status().message()));
+    return WithPrefix(value.status(), absl::StrCat("rank ", rank,
+                                                   " could not read rank 0's NCCL unique id (key ",
+                                                   key, "): "));
   }
   if (value->size() != sizeof(id.internal)) {
     return absl::InternalError(absl::StrCat("the NCCL unique id under key ", key, " has ",
@@ -87,17 +88,18 @@ absl::Status WaitAllJoined(KeyValueStore& store, const std::string& key_prefix, 
         store.Get(NcclJoinedKey(key_prefix, r), std::max(left, absl::ZeroDuration()));
     if (joined.ok()) continue;
     if (!absl::IsDeadlineExceeded(joined.status())) {
-      return absl::Status(joined.status().code(),
-                          absl::StrCat("waiting for rank ", r, " to join the NCCL communicator: ",
-                                       joined.status().message()));
+      return WithPrefix(joined.status(),
+                        absl::StrCat("waiting for rank ", r, " to join the NCCL communicator: "));
     }
     // Name every latecomer, not only the first one.
     const std::vector<int> missing = RanksWithoutKey(
         store, world_size, [&](int rank) { return NcclJoinedKey(key_prefix, rank); });
-    return absl::DeadlineExceededError(absl::StrCat(
-        "rank(s) ", absl::StrJoin(missing.empty() ? std::vector<int>{r} : missing, ","),
-        " never joined the NCCL communicator (no key ", NcclJoinedKey(key_prefix, r),
-        " ...) before the init deadline"));
+    return WithMessage(
+        joined.status(),
+        absl::StrCat("rank(s) ",
+                     absl::StrJoin(missing.empty() ? std::vector<int>{r} : missing, ","),
+                     " never joined the NCCL communicator (no key ", NcclJoinedKey(key_prefix, r),
+                     " ...) before the init deadline"));
   }
   return absl::OkStatus();
 }

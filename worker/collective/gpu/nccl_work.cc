@@ -4,13 +4,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/gpu/cuda_status.h"
+#include "common/rank_failure.h"
+#include "common/status_macros.h"
 
 namespace ringleader {
 namespace gpu {
 
 absl::Status WithContext(const absl::Status& s, const std::string& context) {
-  if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat(context, s.message()));
+  return WithPrefix(s, context);
 }
 
 absl::Status CommState::dead_status() const {
@@ -99,11 +100,13 @@ std::optional<absl::Status> NcclWork::Check() {
         WithContext(async, absl::StrCat("rank ", state_->rank(), ": ", what_, ": "))));
   }
   if (poller_.clock->Now() - start_ >= timeout_) {
-    return Finish(state_->Fail(absl::DeadlineExceededError(
-        absl::StrCat("rank ", state_->rank(), ": NCCL ", what_, " did not finish within ",
-                     absl::FormatDuration(timeout_),
-                     "; communicator aborted (a peer is slow, hung or dead, or the ranks issued "
-                     "different collectives)"))));
+    return Finish(state_->Fail(WithFailureKind(
+        absl::DeadlineExceededError(absl::StrCat(
+            "rank ", state_->rank(), ": NCCL ", what_, " did not finish within ",
+            absl::FormatDuration(timeout_),
+            "; communicator aborted (a peer is slow, hung or dead, or the ranks issued "
+            "different collectives)")),
+        v1::RankFailure::PEER_TIMED_OUT)));
   }
   return std::nullopt;
 }

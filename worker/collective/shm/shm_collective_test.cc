@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "common/bf16.h"
+#include "common/rank_failure.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/collective/gloo/gloo_test_util.h"
@@ -287,6 +288,7 @@ TEST(ShmCollectiveTest, ARankThatNeverIssuesIsNamedWhenTheOthersTimeOut) {
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
     EXPECT_THAT(s.message(), HasSubstr("waiting for rank 2 "));
     EXPECT_THAT(s.message(), HasSubstr("bucket 4"));
+    EXPECT_EQ(FailureOf(s).kind(), v1::RankFailure::PEER_TIMED_OUT);
     // The first error kills the collective.
     EXPECT_EQ(ranks[r]->Barrier()->Wait().code(), absl::StatusCode::kDeadlineExceeded);
   });
@@ -304,6 +306,10 @@ TEST(ShmCollectiveTest, AnAbortOnOneRankEndsThePeersWaitsWithItsReason) {
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(s.message(), HasSubstr("peer rank 1 aborted the collective"));
   EXPECT_THAT(s.message(), HasSubstr("NaN loss at step 7"));
+  const v1::RankFailure failure = FailureOf(s);
+  EXPECT_EQ(failure.kind(), v1::RankFailure::ABORTED_BY_PEER);
+  EXPECT_TRUE(failure.has_peer());
+  EXPECT_EQ(failure.peer_rank(), 1u);
   const absl::Status own = ranks[1]->Barrier()->Wait();
   EXPECT_EQ(own.code(), absl::StatusCode::kAborted) << own;
 }

@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/rank_failure.h"
 
 namespace ringleader {
 namespace {
@@ -223,9 +224,11 @@ absl::Status ShmSegment::CheckPeersAlive(uint64_t number, const std::string& wha
     const uint64_t ns = block(r)->pid_namespace.load(std::memory_order_relaxed);
     const bool same_namespace = ns != 0 && ns == block(rank_)->pid_namespace.load();
     if (pid > 0 && same_namespace && kill(pid, 0) != 0 && errno == ESRCH) {
-      return absl::UnavailableError(
-          absl::StrCat(what, ": peer rank ", r, " (pid ", pid,
-                       ") is gone: its process exited while the others waited for it"));
+      return WithFailureKind(
+          absl::UnavailableError(
+              absl::StrCat(what, ": peer rank ", r, " (pid ", pid,
+                           ") is gone: its process exited while the others waited for it")),
+          v1::RankFailure::PEER_CLOSED, r);
     }
   }
   return absl::OkStatus();
@@ -242,9 +245,10 @@ absl::Status ShmSegment::Await(uint64_t number, absl::Time deadline, Clock* cloc
       return own_abort.ok() ? absl::AbortedError(absl::StrCat(what, ": aborted")) : own_abort;
     }
     if (aborted_by >= 0) {
-      return absl::UnavailableError(absl::StrCat(what, ": peer rank ", aborted_by,
-                                                 " aborted the collective: ",
-                                                 block(aborted_by)->abort_reason));
+      return WithFailureKind(absl::UnavailableError(absl::StrCat(
+                                 what, ": peer rank ", aborted_by, " aborted the collective: ",
+                                 block(aborted_by)->abort_reason)),
+                             v1::RankFailure::ABORTED_BY_PEER, aborted_by);
     }
     bool all = true;
     for (int r = 0; r < world_size_ && all; ++r) {
@@ -262,10 +266,12 @@ absl::Status ShmSegment::Await(uint64_t number, absl::Time deadline, Clock* cloc
       for (int r = 0; r < world_size_; ++r) {
         if (block(r)->arrived.load(std::memory_order_acquire) < number) missing.push_back(r);
       }
-      return absl::DeadlineExceededError(absl::StrCat(
-          what, ": timed out waiting for rank", missing.size() == 1 ? " " : "s ",
-          absl::StrJoin(missing, ", "),
-          " to reach the same operation (stopped, frozen, or far behind)"));
+      return WithFailureKind(
+          absl::DeadlineExceededError(absl::StrCat(
+              what, ": timed out waiting for rank", missing.size() == 1 ? " " : "s ",
+              absl::StrJoin(missing, ", "),
+              " to reach the same operation (stopped, frozen, or far behind)")),
+          v1::RankFailure::PEER_TIMED_OUT);
     }
     if (now >= next_liveness_check) {
       absl::Status alive = CheckPeersAlive(number, what);

@@ -61,9 +61,10 @@ class ShmSegment {
   // number (1, 2, ...).
   uint64_t Arrive();
   // Waits until every rank arrived at barrier `number`. Errors: ABORTED (this rank aborted:
-  // `own_abort`), UNAVAILABLE (another rank aborted, quoting its reason; or a rank's process is
-  // gone), DEADLINE_EXCEEDED (`deadline` on `clock` passed; names the ranks missing).
-  // `what` prefixes the message.
+  // `own_abort`), UNAVAILABLE (another rank aborted, quoting its reason: RankFailure
+  // ABORTED_BY_PEER naming it; or a rank's process is gone: PEER_CLOSED naming it),
+  // DEADLINE_EXCEEDED (`deadline` on `clock` passed; names the ranks missing: PEER_TIMED_OUT).
+  // `what` prefixes the message; the failures are common/rank_failure.h payloads.
   absl::Status Await(uint64_t number, absl::Time deadline, Clock* clock, const std::string& what,
                      const absl::Status& own_abort) const;
   // Tells every rank (their Await returns UNAVAILABLE with `reason`) and wakes them. The first

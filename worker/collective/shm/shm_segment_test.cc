@@ -12,6 +12,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/rank_failure.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -74,6 +75,10 @@ TEST(ShmSegmentTest, AWaitEndsNamingAPeerWhoseProcessIsGone) {
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("bucket 2: peer rank 1 (pid ", child,
                                                   ") is gone")));
+  const v1::RankFailure failure = FailureOf(s);
+  EXPECT_EQ(failure.kind(), v1::RankFailure::PEER_CLOSED);
+  EXPECT_TRUE(failure.has_peer());
+  EXPECT_EQ(failure.peer_rank(), 1u);
 }
 
 TEST(ShmSegmentTest, ASegmentThatIsNotTheOneAnnouncedIsRefused) {
