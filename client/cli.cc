@@ -111,7 +111,29 @@ const std::vector<CommandSpec>& Commands() {
         {"archived", "",
          "also the finished jobs the coordinator archived (beyond its --jobs_kept), marked "
          "'(archived)'"}}},
-      {"workers", "", 0, 0, "list registered workers", "", {}},
+      {"workers", "", 0, 0, "list registered workers (quarantined ones with the reason)", "", {}},
+      {"doctor",
+       "[WORKER...]",
+       0,
+       1024,
+       "run a pre-flight check on workers and quarantine the bad ones",
+       "Runs a short check as a job of its own on the named workers (none named: every idle\n"
+       "worker that is not quarantined), ahead of the queue: an fp32 matmul on each (GFLOP/s)\n"
+       "and, between each pair, a bandwidth and a latency exchange over gloo. A worker below\n"
+       "--min_fraction of the median, or the worker common to the failing or slow pairs, is\n"
+       "named with its figures and quarantined: never placed until `ringleader uncordon`.\n"
+       "With 2 workers a bad pair cannot say which end is bad: nobody is quarantined. Exit 0\n"
+       "when every worker passed, 1 otherwise.",
+       {{"min_fraction", "F", "below this fraction of the median a worker is named (default 0.5)"},
+        {"wait", "DURATION", "how long to wait for the check (default 30s, the coordinator's "
+                             "longest wait)"}}},
+      {"uncordon",
+       "WORKER",
+       1,
+       1,
+       "release a quarantined worker",
+       "",
+       {}},
       {"cancel",
        "JOB",
        1,
@@ -119,6 +141,19 @@ const std::vector<CommandSpec>& Commands() {
        "cancel a queued or running job",
        "",
        {{"reason", "S", "reason recorded with the cancellation"}}},
+      {"debug",
+       "JOB",
+       1,
+       1,
+       "show where each rank is in its collectives and the first one they disagree on",
+       "Hang forensics. Asks every rank of the job's running attempt for its ring of the last\n"
+       "256 collectives (sequence number, kind, dtype, bytes, bucket, state, times) and prints\n"
+       "the first collective some rank has not completed, which ranks never entered it (a\n"
+       "rank that does not answer, e.g. one stopped or frozen, by the counts of its last\n"
+       "report) and what each other rank is doing there, then each rank's latest entries.\n"
+       "The report is kept as the job's hang report (the job page on the dashboard shows it).",
+       {{"wait", "DURATION", "how long to wait for the ranks' rings (default 5s, at most 60s)"},
+        {"entries", "N", "ring entries shown per rank (default 8; 0 = all)"}}},
       {"metrics",
        "JOB",
        1,
@@ -414,6 +449,51 @@ int RunCli(const std::vector<std::string>& args, const CommandEnvironment& base_
     return RunCancel(line->arguments[0], line->Value("reason", "cancelled from the command line"),
                      *client, env);
   }
+  if (command == "debug") {
+    absl::Duration wait = absl::Seconds(5);
+    if (line->Has("wait") && !ParseTimeout(line->Value("wait"), &wait)) {
+      *env.err << "error: --wait: '" << line->Value("wait")
+               << "' is not a duration (e.g. 5s, 500ms)\n";
+      return kExitUsage;
+    }
+    uint32_t entries = 8;
+    if (line->Has("entries") && !absl::SimpleAtoi(line->Value("entries"), &entries)) {
+      *env.err << "error: --entries: '" << line->Value("entries")
+               << "' is not a count (e.g. 8, or 0 for all)\n";
+      return kExitUsage;
+    }
+    DebugOptions debug;
+    debug.wait_ms = static_cast<uint32_t>(
+        std::clamp<int64_t>(absl::ToInt64Milliseconds(wait), 1, 60000));
+    debug.entries = entries;
+    return RunDebug(line->arguments[0], debug, *client, env);
+  }
+  if (command == "doctor") {
+    DoctorOptions doctor;
+    doctor.workers = line->arguments;
+    if (line->Has("min_fraction")) {
+      double fraction = 0;
+      if (!absl::SimpleAtod(line->Value("min_fraction"), &fraction) || fraction <= 0 ||
+          fraction >= 1) {
+        *env.err << "error: --min_fraction: '" << line->Value("min_fraction")
+                 << "' is not a number in (0, 1) (e.g. 0.5)\n";
+        return kExitUsage;
+      }
+      doctor.min_fraction = fraction;
+    }
+    if (line->Has("wait")) {
+      absl::Duration wait;
+      if (!ParseTimeout(line->Value("wait"), &wait) || wait <= absl::ZeroDuration()) {
+        *env.err << "error: --wait: '" << line->Value("wait")
+                 << "' is not a duration (e.g. 30s)\n";
+        return kExitUsage;
+      }
+      doctor.wait_ms = static_cast<uint32_t>(
+          std::clamp<int64_t>(absl::ToInt64Milliseconds(wait), 1, 600000));
+    }
+    return RunDoctor(doctor, *client, env);
+  }
+  if (command == "uncordon") return RunUncordon(line->arguments[0], *client, env);
   if (command == "metrics") return RunMetrics(line->arguments[0], metrics, *client, env);
   if (command == "plot") return RunPlot(line->arguments[0], plot, *client, env);
   if (command == "logs") return RunLogs(line->arguments[0], logs, *client, env);

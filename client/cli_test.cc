@@ -47,6 +47,10 @@ class ForwardingJobClient : public JobClient {
   absl::StatusOr<v1::GetLogsResponse> GetLogs(const v1::GetLogsRequest& request) override {
     return target_->GetLogs(request);
   }
+  absl::StatusOr<v1::DebugJobResponse> Debug(const std::string& job_id,
+                                             uint32_t wait_ms) override {
+    return target_->Debug(job_id, wait_ms);
+  }
 
  private:
   JobClient* target_;

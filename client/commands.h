@@ -100,6 +100,19 @@ struct PlotOptions {
   std::string rsvg_convert = "rsvg-convert";
 };
 
+// `debug`: how long to wait for the ranks' rings, and how much of each to print.
+struct DebugOptions {
+  uint32_t wait_ms = 5000;  // 1 .. 60000
+  uint32_t entries = 8;     // the newest entries shown per rank; 0 = all
+};
+
+// `doctor`: which workers, and the judge's fraction.
+struct DoctorOptions {
+  std::vector<std::string> workers;  // names; empty = every idle worker not quarantined
+  std::optional<double> min_fraction;  // unset = the coordinator's default (0.5)
+  uint32_t wait_ms = 0;                // 0 = the coordinator's longest wait (30 s)
+};
+
 // `logs`: which output, and whether to follow it.
 struct LogsOptions {
   // One rank, printed raw; unset: every rank, each line prefixed "[rank R] ".
@@ -140,8 +153,18 @@ int RunWatch(const std::string& job_id, const WatchOptions& options, JobClient& 
              const CommandEnvironment& env);
 int RunList(const ListOptions& options, JobClient& client, const CommandEnvironment& env);
 int RunWorkers(JobClient& client, const CommandEnvironment& env);
+// `ringleader debug JOB`: where each rank is in its collectives and the first one they
+// disagree on (hang forensics).
+int RunDebug(const std::string& job_id, const DebugOptions& options, JobClient& client,
+             const CommandEnvironment& env);
 int RunCancel(const std::string& job_id, const std::string& reason, JobClient& client,
               const CommandEnvironment& env);
+// `ringleader doctor [WORKER...]`: runs a pre-flight check and prints each worker's matmul
+// rate, each pair's bandwidth and latency, who was quarantined and why. Exit 0 when every
+// worker passed, 1 otherwise (a worker named, a bad pair, a rank without figures).
+int RunDoctor(const DoctorOptions& options, JobClient& client, const CommandEnvironment& env);
+// `ringleader uncordon WORKER`: releases a quarantined worker.
+int RunUncordon(const std::string& worker, JobClient& client, const CommandEnvironment& env);
 // Prints the job's per-step, per-rank metrics as CSV or JSON, or writes them to
 // options.output_path (atomically) and prints a one-line summary. Exit 2 for a bad format.
 int RunMetrics(const std::string& job_id, const MetricsOptions& options, JobClient& client,

@@ -235,12 +235,12 @@ TEST_F(CommandsTest, StatusShowsTheVerdictAlarmsAndStragglers) {
                               "straggler: median compute 30.0 ms vs 10.0 ms (+20 later steps, "
                               "last at step 120)  [warning]\n"));
   EXPECT_THAT(text, HasSubstr("\nstragglers\n"
-                              "  RANK  SCORE  MEDIAN_STEP_MS  MEDIAN_COMPUTE_MS  MEDIAN_COMM_MS  "
-                              "RATIO_TO_MEDIAN  FLAGGED  SUSPECTED_CAUSE\n"
-                              "  0     0      36              10                 25.5            "
-                              "0.5              no       -\n"
-                              "  1     1      36.5            30                 5.5             "
-                              "1.5              yes      compute\n"));
+                              "  RANK  SCORE  WAIT_CAUSED_MS  LAST_ARRIVAL  MEDIAN_STEP_MS  "
+                              "MEDIAN_COMPUTE_MS  MEDIAN_COMM_MS  RATIO  FLAGGED  SUSPECTED_CAUSE\n"
+                              "  0     0      0               0             36              10"
+                              "                 25.5            0.5    no       -\n"
+                              "  1     1      0               0             36.5            30"
+                              "                 5.5             1.5    yes      compute\n"));
 }
 
 TEST_F(CommandsTest, StatusShowsRankErrorsAndUnknownJobExitsOne) {

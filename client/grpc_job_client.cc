@@ -83,6 +83,27 @@ class GrpcJobClient : public JobClient {
                 absl::Milliseconds(request.wait_timeout_ms()));
   }
 
+  absl::StatusOr<v1::DebugJobResponse> Debug(const std::string& job_id,
+                                             uint32_t wait_ms) override {
+    v1::DebugJobRequest request;
+    request.set_job_id(job_id);
+    request.set_wait_ms(wait_ms);
+    return Call(&v1::JobService::Stub::DebugJob, request,
+                absl::Milliseconds(wait_ms == 0 ? 5000 : wait_ms));
+  }
+
+  absl::StatusOr<v1::RunDoctorResponse> RunDoctor(const v1::RunDoctorRequest& request) override {
+    return Call(&v1::JobService::Stub::RunDoctor, request,
+                absl::Milliseconds(request.wait_timeout_ms() == 0 ? 30000
+                                                                  : request.wait_timeout_ms()));
+  }
+
+  absl::StatusOr<v1::UncordonWorkerResponse> Uncordon(const std::string& worker) override {
+    v1::UncordonWorkerRequest request;
+    request.set_worker(worker);
+    return Call(&v1::JobService::Stub::UncordonWorker, request, absl::ZeroDuration());
+  }
+
  private:
   // One unary call with deadline = now + call_timeout + extra (the server-side wait).
   template <typename Request, typename Response>

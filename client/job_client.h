@@ -55,6 +55,26 @@ class JobClient {
   // Errors: NOT_FOUND, INVALID_ARGUMENT (rank or generation out of range), UNAVAILABLE,
   // DEADLINE_EXCEEDED.
   virtual absl::StatusOr<v1::GetLogsResponse> GetLogs(const v1::GetLogsRequest& request) = 0;
+
+  // Hang forensics (v1::DebugJobRequest): asks the job's ranks for their collective trace
+  // rings and waits up to wait_ms for them; the call deadline is that wait plus the call
+  // timeout. Errors: NOT_FOUND, FAILED_PRECONDITION (no running attempt), UNAVAILABLE,
+  // DEADLINE_EXCEEDED.
+  virtual absl::StatusOr<v1::DebugJobResponse> Debug(const std::string& job_id,
+                                                     uint32_t wait_ms) = 0;
+
+  // Pre-flight check (v1::RunDoctorRequest): blocks until the check job ends or the request's
+  // wait runs out; the call deadline is that wait (0: 30 s) plus the call timeout. Errors:
+  // INVALID_ARGUMENT, NOT_FOUND (unknown worker), FAILED_PRECONDITION (a worker not idle),
+  // DEADLINE_EXCEEDED, UNAVAILABLE; UNIMPLEMENTED from a client without it (this default).
+  virtual absl::StatusOr<v1::RunDoctorResponse> RunDoctor(const v1::RunDoctorRequest& request) {
+    return absl::UnimplementedError("RunDoctor: not implemented by this client");
+  }
+  // Errors: NOT_FOUND, FAILED_PRECONDITION (not quarantined), UNAVAILABLE, DEADLINE_EXCEEDED;
+  // UNIMPLEMENTED from a client without it (this default).
+  virtual absl::StatusOr<v1::UncordonWorkerResponse> Uncordon(const std::string& worker) {
+    return absl::UnimplementedError("UncordonWorker: not implemented by this client");
+  }
 };
 
 }  // namespace ringleader

@@ -23,6 +23,8 @@ class MockJobClient : public JobClient {
               (const std::string& job_id), (override));
   MOCK_METHOD(absl::StatusOr<v1::GetLogsResponse>, GetLogs, (const v1::GetLogsRequest& request),
               (override));
+  MOCK_METHOD(absl::StatusOr<v1::DebugJobResponse>, Debug,
+              (const std::string& job_id, uint32_t wait_ms), (override));
 };
 
 }  // namespace ringleader

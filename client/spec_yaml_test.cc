@@ -106,7 +106,7 @@ TEST(ParseJobSpecYamlTest, ReadsChecksAndRefusesUnknownCheckKeysWithTheirLine) {
             "'checks.drift_tolerance'?)");
   EXPECT_EQ(ErrorOf("checks: {on_desync: warn, colour: red}\n"),
             "spec.yaml:1: unknown field 'checks.colour' (checks has on_desync, grad_norm_rtol, "
-            "drift_tolerance, straggler_factor)");
+            "drift_tolerance, straggler_factor, preflight, preflight_min_fraction)");
   EXPECT_EQ(ErrorOf("\nchecks:\n  drift_tolerance: tiny\n"),
             "spec.yaml:3: checks.drift_tolerance: expected a number, got 'tiny'");
 }

@@ -295,6 +295,13 @@ int RunWorkers(JobClient& client, const CommandEnvironment& env) {
                   FormatAgeMillis(worker.heartbeat_age_ms())});
   }
   *env.out << table.Render();
+  bool heading = false;
+  for (const v1::WorkerStatus& worker : response->workers()) {
+    if (worker.quarantine_reason().empty()) continue;
+    if (!heading) *env.out << "\nquarantined (release with `ringleader uncordon WORKER`)\n";
+    heading = true;
+    *env.out << "  " << worker.name() << ": " << worker.quarantine_reason() << "\n";
+  }
   return kExitOk;
 }
 

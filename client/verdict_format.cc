@@ -112,11 +112,13 @@ std::string FormatRankFigures(const google::protobuf::RepeatedPtrField<v1::RankS
 
 std::string FormatStragglers(const google::protobuf::RepeatedPtrField<v1::StragglerScore>& scores,
                              const std::string& indent) {
-  Table table({"RANK", "SCORE", "MEDIAN_STEP_MS", "MEDIAN_COMPUTE_MS", "MEDIAN_COMM_MS",
-               "RATIO_TO_MEDIAN", "FLAGGED", "SUSPECTED_CAUSE"},
+  Table table({"RANK", "SCORE", "WAIT_CAUSED_MS", "LAST_ARRIVAL", "MEDIAN_STEP_MS",
+               "MEDIAN_COMPUTE_MS", "MEDIAN_COMM_MS", "RATIO", "FLAGGED", "SUSPECTED_CAUSE"},
               indent);
   for (const v1::StragglerScore& score : scores) {
     table.AddRow({absl::StrCat(score.rank()), FormatNumber(score.score(), 3),
+                  FormatNumber(score.mean_wait_caused_ms()),
+                  FormatNumber(score.last_arrival_fraction(), 3),
                   FormatNumber(score.median_step_ms()), FormatNumber(score.median_compute_ms()),
                   FormatNumber(score.median_comm_ms()), FormatNumber(score.ratio_to_median(), 3),
                   score.flagged() ? "yes" : "no",

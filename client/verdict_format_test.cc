@@ -137,15 +137,17 @@ TEST(VerdictFormatTest, StragglerTable) {
   slow->set_median_compute_ms(38.25);
   slow->set_median_comm_ms(3.25);
   slow->set_ratio_to_median(3.75);
+  slow->set_mean_wait_caused_ms(28.25);
+  slow->set_last_arrival_fraction(0.95);
   slow->set_flagged(true);
   slow->set_suspected_cause("compute");
   EXPECT_EQ(FormatStragglers(scores, ""),
-            "RANK  SCORE  MEDIAN_STEP_MS  MEDIAN_COMPUTE_MS  MEDIAN_COMM_MS  RATIO_TO_MEDIAN  "
-            "FLAGGED  SUSPECTED_CAUSE\n"
-            "0     0      40              10                 30              1                "
-            "no       -\n"
-            "1     1      41.5            38.25              3.25            3.75             "
-            "yes      compute\n");
+            "RANK  SCORE  WAIT_CAUSED_MS  LAST_ARRIVAL  MEDIAN_STEP_MS  MEDIAN_COMPUTE_MS  "
+            "MEDIAN_COMM_MS  RATIO  FLAGGED  SUSPECTED_CAUSE\n"
+            "0     0      0               0             40              10                 "
+            "30              1      no       -\n"
+            "1     1      28.25           0.95          41.5            38.25              "
+            "3.25            3.75   yes      compute\n");
 }
 
 TEST(VerdictFormatTest, RunPassesOnlyWhenSucceededAndPassOrWarn) {

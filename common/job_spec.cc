@@ -255,6 +255,11 @@ void ApplyJobSpecDefaults(JobSpec* spec) {
   }
   if (!checks->has_drift_tolerance()) checks->set_drift_tolerance(1e-6);
   if (!checks->has_straggler_factor()) checks->set_straggler_factor(2.0);
+  // Only where it applies, so the fingerprints of specs without a pre-flight check stay as
+  // they were.
+  if (checks->preflight() && !checks->has_preflight_min_fraction()) {
+    checks->set_preflight_min_fraction(kDefaultPreflightMinFraction);
+  }
 }
 
 namespace {
@@ -277,6 +282,30 @@ absl::Status ValidateChecks(const v1::CheckSpec& checks) {
     return Invalid(absl::StrCat("checks.straggler_factor: must be > 1 (a rank this many times "
                                 "slower than the median is a straggler), got ",
                                 checks.straggler_factor()));
+  }
+  return absl::OkStatus();
+}
+
+// checks.preflight and its fraction.
+absl::Status ValidatePreflight(const JobSpec& spec) {
+  const v1::CheckSpec& checks = spec.checks();
+  if (checks.has_preflight_min_fraction()) {
+    const double fraction = checks.preflight_min_fraction();
+    if (!std::isfinite(fraction) || fraction <= 0 || fraction >= 1) {
+      return Invalid(absl::StrCat("checks.preflight_min_fraction: must be in (0, 1) (a worker "
+                                  "below this fraction of the median is named), got ",
+                                  fraction, "; omit it for the default ",
+                                  kDefaultPreflightMinFraction));
+    }
+  }
+  if (!checks.preflight()) return absl::OkStatus();
+  if (spec.command_size() > 0) {
+    return Invalid("checks.preflight: a command job runs no built-in check; drop checks.preflight "
+                   "(run `ringleader doctor` on the workers instead)");
+  }
+  if (BackendOf(spec) != Backend::kGloo) {
+    return Invalid(absl::StrCat("checks.preflight: runs on backend gloo only, got '",
+                                spec.backend(), "'; drop checks.preflight"));
   }
   return absl::OkStatus();
 }
@@ -357,6 +386,7 @@ absl::Status ValidateJobSpec(const JobSpec& spec, const JobSpecLimits& limits) {
   RETURN_IF_ERROR(ValidateOptimizer(spec.optimizer()));
   RETURN_IF_ERROR(ValidateSync(spec.sync()));
   RETURN_IF_ERROR(ValidateChecks(spec.checks()));
+  RETURN_IF_ERROR(ValidatePreflight(spec));
   if (spec.epochs() < 1 || spec.epochs() > limits.max_epochs) {
     return Invalid(
         absl::StrCat("epochs: must be between 1 and ", limits.max_epochs, ", got ", spec.epochs()));

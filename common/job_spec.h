@@ -16,6 +16,14 @@ namespace ringleader {
 // Where `data.path` points when a fashion-mnist spec leaves it empty (Debian's package path).
 inline constexpr char kDefaultFashionMnistPath[] = "/usr/share/datasets/fashion-mnist";
 
+// checks.preflight_min_fraction when a spec with checks.preflight leaves it unset (and a doctor
+// run's): a worker below half the median matmul rate is named.
+inline constexpr double kDefaultPreflightMinFraction = 0.5;
+
+// model.kind of a doctor run's job (the coordinator makes it; SubmitJob refuses it): its ranks
+// run the pre-flight check instead of training.
+inline constexpr char kPreflightModelKind[] = "preflight";
+
 // Limits on a spec. Plain struct; defaults commented.
 struct JobSpecLimits {
   uint32_t max_world_size = 1024;      // ranks per job

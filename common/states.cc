@@ -35,6 +35,8 @@ std::string WorkerStateName(v1::WorkerState state) {
       return "BUSY";
     case v1::WORKER_STATE_LOST:
       return "LOST";
+    case v1::WORKER_STATE_QUARANTINED:
+      return "QUARANTINED";
     default:
       return absl::StrCat("UNKNOWN(", static_cast<int>(state), ")");
   }

@@ -116,6 +116,7 @@ void Coordinator::EndJobLocked(JobRecord* job, v1::JobState to, std::string reas
                                          JobStateName(to), ": ", reason, ")");
   const bool was_queued = job->status.state() == v1::JOB_STATE_QUEUED;
   TransitionLocked(job, to, std::move(reason), deferred);
+  if (job->doctor) AnswerDoctorLocked(job, deferred);
   if (was_queued) {
     jobs_.Dequeue(JobId(job->status.job_id()));
     job->status.clear_queued_reason();
@@ -160,10 +161,10 @@ void Coordinator::ReleaseAttemptLocked(JobRecord* job, bool abort_unfinished,
 }
 
 void Coordinator::FailAttemptLocked(JobRecord* job, std::string reason, bool restartable,
-                                    DeferredCallbacks* deferred) {
+                                    DeferredCallbacks* deferred, bool count_restart) {
   v1::JobStatus& status = job->status;
   const uint32_t max_restarts = status.spec().max_restarts();
-  if (!restartable || status.restarts() >= max_restarts) {
+  if (count_restart && (!restartable || status.restarts() >= max_restarts)) {
     if (restartable && max_restarts > 0) {
       absl::StrAppend(&reason, " (no restart left: ", status.restarts(), " of ", max_restarts,
                       " used; every attempt is listed in the job's attempts)");
@@ -171,18 +172,22 @@ void Coordinator::FailAttemptLocked(JobRecord* job, std::string reason, bool res
     EndJobLocked(job, v1::JOB_STATE_FAILED, std::move(reason), deferred);
     return;
   }
-  const uint32_t restart = status.restarts() + 1;
+  const uint32_t restart = status.restarts() + (count_restart ? 1 : 0);
   status.set_restarts(restart);
-  absl::Duration backoff = options_.restart_backoff;
+  absl::Duration backoff = count_restart ? options_.restart_backoff : absl::ZeroDuration();
   for (uint32_t i = 1; i < restart && backoff < options_.max_restart_backoff; ++i) backoff *= 2;
   backoff = std::min(backoff, options_.max_restart_backoff);
   job->restart_not_before = clock_->Now() + backoff;
-  job->restart_waiting = true;
+  job->restart_waiting = count_restart;
   const uint64_t generation = status.generation();
   TransitionLocked(job, v1::JOB_STATE_QUEUED,
-                   absl::StrCat("generation ", generation, " failed: ", reason, "; restart ",
-                                restart, " of ", max_restarts, " in ",
-                                absl::FormatDuration(backoff), ", from the last checkpoint"),
+                   count_restart
+                       ? absl::StrCat("generation ", generation, " failed: ", reason,
+                                      "; restart ", restart, " of ", max_restarts, " in ",
+                                      absl::FormatDuration(backoff),
+                                      ", from the last checkpoint")
+                       : absl::StrCat("generation ", generation, " stopped: ", reason,
+                                      "; placed again (not counted as a restart)"),
                    deferred);
   ReleaseAttemptLocked(
       job, /*abort_unfinished=*/true,
@@ -207,7 +212,7 @@ void Coordinator::ScheduleLocked(DeferredCallbacks* deferred) {
     if (backing_off == jobs_.queue().size() && job->restart_not_before > now) {
       backing_off = queue.size();
     }
-    queue.push_back({id, &job->status.spec()});
+    queue.push_back({id, &job->status.spec(), &job->pinned_workers});
   }
   const std::vector<WorkerRecord*> workers = workers_.InRegistrationOrder();
   const std::vector<Placement> plan = PlanFifo(
@@ -243,7 +248,12 @@ void Coordinator::AssignLocked(JobRecord* job, const std::vector<WorkerRecord*>&
   status.set_generation(status.generation() + 1);
   status.clear_ranks();
   job->last_contact.clear();  // a new attempt: its rank processes have not been heard from
+  job->traces_requested = false;
+  job->traces.clear();
+  job->collective_counts.clear();
   job->activity.clear();
+  job->preflight_reports.clear();
+  job->preflight_result.reset();
   job->reattach_deadline = absl::InfiniteFuture();
   job->carried_alarms.clear();
   job->carried_verdict.Clear();
@@ -508,6 +518,7 @@ void Coordinator::CheckStaleness() {
   FailRendezvousLocked(now, scope.deferred());
   FailReattachLocked(now, scope.deferred());
   FailHeldLocked(now, scope.deferred());
+  ExpireDoctorWaitersLocked(now, scope.deferred());
   for (const JobId& id : jobs_.queue()) {
     JobRecord* job = jobs_.Find(id);
     if (job->restart_waiting && job->restart_not_before <= now) {
@@ -594,6 +605,10 @@ void Coordinator::Shutdown() {
       scope.deferred()->Add([done = std::move(waiter.done), why] { done(why); });
     }
     job->log_waiters.clear();
+    for (JobRecord::DoctorWaiter& waiter : job->doctor_waiters) {
+      scope.deferred()->Add([done = std::move(waiter.done), why] { done(why); });
+    }
+    job->doctor_waiters.clear();
   }
 }
 

@@ -183,6 +183,8 @@ class Coordinator {
     std::string reason;  // why (the job's final transition), when stop
     // Steps of the attempt the step judge has judged (its verdict's steps_judged).
     uint64_t steps_judged = 0;
+    // Send the collective trace ring with the next report (RequestTraces).
+    bool send_trace = false;
   };
   // Records the rank's latest step report (the last of `steps`) and the epoch reports (kept by
   // epoch; a later report of an epoch replaces the earlier), and feeds every step to the
@@ -206,15 +208,15 @@ class Coordinator {
     bool ok = false;
     std::string error;            // why it failed (when !ok)
     std::string checkpoint_path;  // checkpoint the rank wrote, if any
-    // The failure is the job's own (a spec the rank cannot run, a desync): never restarted.
-    bool job_error = false;
-    // The peer the failure is about (it could not be reached, or closed its connection).
-    std::optional<PeerBlame> peer;
+    // Why it failed, typed (when !ok): its kind decides (culprit.h HandlingOf); its peer is
+    // the one it could not reach or lost.
+    v1::RankFailure failure;
   };
   // The rank finished. The first report of a rank counts; later ones are ignored. A failed
-  // rank restarts the job when it has restarts left and the failure is not `job_error`, else
-  // FAILS it ("rank R (worker NAME on HOST) failed: <error>"); when every rank
-  // succeeded the job SUCCEEDED. A failure that reads as a peer's consequence (IsPeerSymptom)
+  // rank restarts the job when it has restarts left and the failure is restartable (not a
+  // JOB_ERROR), else FAILS it ("rank R (worker NAME on HOST) failed: <error>"); when every rank
+  // succeeded the job SUCCEEDED. A failure that is a peer's consequence (HandlingOf's
+  // hold_for_cause)
   // while other ranks are unfinished is held for options.peer_failure_grace: a failure of
   // another rank that is not itself a symptom, arriving in that time, names the attempt's
   // failure, with the held one quoted after it; otherwise the held failure ends the attempt
@@ -232,6 +234,28 @@ class Coordinator {
   // job with no attempt yet), INVALID_ARGUMENT (rank out of range).
   absl::Status AppendLogs(const AttemptId& attempt, Rank rank, uint64_t offset,
                           absl::string_view data);
+
+  // ---- Hang forensics (coordinator_debug.cc, hang_report.h) ---------------------------------
+
+  // Rank `rank`'s collective trace ring, oldest first (ReportProgressRequest.trace, or its
+  // FinishRankRequest.trace): kept for the current attempt's hang report until the next
+  // RequestTraces. Errors as ReportProgress's (NOT_FOUND, FAILED_PRECONDITION, INVALID_ARGUMENT).
+  absl::Status ReportTrace(const AttemptId& attempt, Rank rank,
+                           std::vector<v1::CollectiveTraceEntry> trace);
+  // Asks every rank of the job's running attempt for its ring: each one's next ReportProgress
+  // answer says send_trace (StopSignal::send_trace) until it sent one. Rings received before
+  // are dropped. Returns the job's version. Errors: NOT_FOUND (unknown job),
+  // FAILED_PRECONDITION (no running attempt; GetJob's `hang` holds the last report).
+  absl::StatusOr<uint64_t> RequestTraces(const JobId& job);
+  struct HangProgress {
+    v1::HangReport report;
+    bool complete = false;  // every unfinished rank of the attempt sent its ring
+  };
+  // The report of what is held now: the rings received since RequestTraces (and in FinishRank),
+  // for the other ranks the counts of their last report and how long they have been silent.
+  // With `keep`, its summary, the first divergent collective and each rank's entry for it
+  // become the job's `hang`. Errors: NOT_FOUND; FAILED_PRECONDITION (no attempt yet).
+  absl::StatusOr<HangProgress> CollectHangReport(const JobId& job, bool keep);
 
   // ---- Jobs (the CLI's calls) ---------------------------------------------------------------
 
@@ -308,6 +332,38 @@ class Coordinator {
   // archived ones included).
   absl::Status CancelJob(const JobId& job, std::string reason);
 
+  // ---- Pre-flight checks and quarantine (coordinator_preflight.cc) ---------------------------
+
+  struct DoctorRequest {
+    // Worker names; empty = every IDLE worker that is not quarantined.
+    std::vector<std::string> workers;
+    // In (0, 1): a worker or pair below this fraction of the median is named.
+    double min_fraction = 0.5;
+  };
+  // Runs a pre-flight check (preflight_judge.h) on the workers as a job of its own (name
+  // "doctor", model.kind "preflight", no restart) placed ahead of the queue on exactly those
+  // workers (a named quarantined worker included), and completes `done` with the judgement when
+  // that job ends; every worker it names is quarantined. At `deadline` (clamped to max_wait)
+  // `done` gets DEADLINE_EXCEEDED naming the job, whose judgement still applies when it comes.
+  // Errors (at once): INVALID_ARGUMENT (min_fraction outside (0, 1), a name twice), NOT_FOUND
+  // (an unknown name), FAILED_PRECONDITION (a named worker not IDLE; no worker to check),
+  // UNAVAILABLE (shutting down).
+  void RunDoctorAsync(DoctorRequest request, absl::Time deadline, DoctorCallback done);
+
+  // Rank `rank`'s pre-flight figures for the attempt (ReportProgressRequest.preflight); the
+  // last report of a rank counts. Once every rank has reported, the check is judged: the
+  // workers it names are quarantined; a doctor job then ends as its ranks finish, and a job
+  // with checks.preflight either goes on (the key "<job>/<generation>/preflight/verdict" is
+  // set to "pass" in the attempt's key-value store) or, when a worker was named, is placed
+  // again without it, the attempt not counted as a restart. A report about an attempt that is
+  // over changes nothing. Errors: NOT_FOUND (unknown job), FAILED_PRECONDITION (stale
+  // generation; the job runs no pre-flight check), INVALID_ARGUMENT (rank out of range).
+  absl::Status ReportPreflight(const AttemptId& attempt, Rank rank, v1::PreflightReport report);
+
+  // Releases a quarantined worker (by name or id): it is placed again, its crash streak
+  // forgotten. Errors: NOT_FOUND (unknown worker), FAILED_PRECONDITION (not quarantined).
+  absl::StatusOr<v1::WorkerStatus> UncordonWorker(const std::string& worker);
+
   // ---- Health and lifetime -----------------------------------------------------------------
 
   // Declares LOST every worker whose last heartbeat is older than heartbeat_timeout (failing
@@ -339,7 +395,8 @@ class Coordinator {
     std::optional<double> drift;
     double step_seconds = 0;
     double comm_seconds = 0;
-    // The step judge's straggler score (StragglerScore: 0 fastest .. 1 slowest) and whether it
+    // The step judge's straggler score (StragglerScore: the share of the waiting it caused) and
+    // whether it
     // is flagged; nullopt before the judge has a full window.
     std::optional<double> straggler_score;
     bool straggler_flagged = false;
@@ -393,8 +450,11 @@ class Coordinator {
   // (spec.max_restarts) the job goes back to the head of the queue for its backoff
   // (options.restart_backoff, doubling) and is placed again as the next generation; otherwise
   // it ends FAILED.
+  // With `count_restart` false (a pre-flight check quarantined a worker) the job is placed
+  // again at once, whatever its restarts, and the attempt does not count as one.
   void FailAttemptLocked(JobRecord* job, std::string reason, bool restartable,
-                         DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                         DeferredCallbacks* deferred, bool count_restart = true)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the current attempt (not the job): closes its AttemptSummary, frees its workers
   // (telling those still running it to abort when `abort_unfinished`) and fails its key-value
   // waiters with FAILED_PRECONDITION `ended`.
@@ -405,6 +465,15 @@ class Coordinator {
                     DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishLocked(DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::JobStatus RenderLocked(const JobRecord& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The hang report of the job's current attempt from what is held (CollectHangReport).
+  v1::HangReport HangReportLocked(const JobRecord& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes `report` the job's `hang`, with only each rank's entry at the first divergent one.
+  void KeepHangReportLocked(JobRecord* job, v1::HangReport report)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // For a rank failed by a collective timeout (PEER_TIMED_OUT) that sent its ring: "; in the
+  // collectives: <the hang report's summary>" (the report kept as the job's `hang`); else "".
+  std::string HangSummaryLocked(JobRecord* job, const v1::RankFailure& failure)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LogLocked(std::string line, DeferredCallbacks* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpireWatchersLocked(absl::Time now, DeferredCallbacks* deferred)
@@ -495,6 +564,26 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Copies the attempt's judge's alarms, verdict and straggler scores into the job's status.
   void PublishJudgementLocked(JobRecord* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Pre-flight checks and quarantine (coordinator_preflight.cc).
+  // Judges the current attempt's pre-flight figures (those that arrived), quarantines the
+  // workers named, records the judgement (a job event) and, for a checks.preflight job, lets
+  // it train or places it again.
+  void JudgePreflightLocked(JobRecord* job, DeferredCallbacks* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void QuarantineLocked(WorkerRecord* worker, std::string reason, DeferredCallbacks* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A rank of `job` finished: a failure of its own extends its worker's crash streak (two in a
+  // row quarantine the worker), a success ends it.
+  void NoteRankHealthLocked(const JobRecord& job, const v1::RankStatus& rank,
+                            const RankOutcome& outcome, DeferredCallbacks* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A doctor job ended: its waiters get the judgement (made now from what arrived if it was
+  // not made yet).
+  void AnswerDoctorLocked(JobRecord* job, DeferredCallbacks* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExpireDoctorWaitersLocked(absl::Time now, DeferredCallbacks* deferred)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // Logs (coordinator_logs.cc).
   // Whether no more output of `generation` is expected (see GetLogsAsync's attempt_over).

@@ -155,6 +155,19 @@ void Coordinator::KvGetManyAsync(const AttemptId& attempt, std::vector<std::stri
               std::move(done), scope.deferred());
 }
 
+absl::Status Coordinator::ReportTrace(const AttemptId& attempt, Rank rank,
+                                      std::vector<v1::CollectiveTraceEntry> trace) {
+  Scope scope(this);
+  absl::StatusOr<JobRecord*> found = FindAttemptLocked(attempt);
+  if (!found.ok()) return found.status();
+  JobRecord* job = *found;
+  if (absl::Status valid = CheckRank(job->status, rank); !valid.ok()) return valid;
+  job->traces[rank.value()] = std::move(trace);
+  job->last_contact[rank.value()] = clock_->Now();
+  MarkChangedLocked(job);  // wakes a DebugJob waiting on the job's version
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Coordinator::StopSignal> Coordinator::ReportProgress(
     const AttemptId& attempt, Rank rank, const std::vector<v1::StepReport>& steps,
     const std::vector<v1::EpochReport>& epochs, const v1::RankActivity& activity) {
@@ -164,8 +177,9 @@ absl::StatusOr<Coordinator::StopSignal> Coordinator::ReportProgress(
   JobRecord* job = *found;
   if (absl::Status valid = CheckRank(job->status, rank); !valid.ok()) return valid;
   // Every answer says how far the judge got (after this call's steps).
-  auto answer = [job](bool stop, std::string reason) {
-    return StopSignal{stop, std::move(reason), job->status.verdict().steps_judged()};
+  auto answer = [job, rank](bool stop, std::string reason) {
+    return StopSignal{stop, std::move(reason), job->status.verdict().steps_judged(),
+                      !stop && job->traces_requested && !job->traces.count(rank.value())};
   };
   if (AttemptOver(job->status)) {
     return answer(true, std::string(AttemptEnded(job->status).message()));
@@ -183,10 +197,15 @@ absl::StatusOr<Coordinator::StopSignal> Coordinator::ReportProgress(
   if (activity.phase() != v1::RANK_PHASE_UNSPECIFIED) {
     job->activity[rank.value()] = {activity, clock_->Now()};
   }
+  if (activity.collectives_issued() > 0) {
+    job->collective_counts[rank.value()] = {activity.collectives_issued(),
+                                            activity.collectives_completed()};
+  }
   if (steps.empty() && epochs.empty()) return answer(false, "");  // a keepalive
   if (!steps.empty()) {
     v1::RankStatus* reporting = job->status.mutable_ranks(static_cast<int>(rank.value()));
     *reporting->mutable_last_step() = steps.back();
+    reporting->mutable_last_step()->clear_collective_times();  // the judge's, not the status's
     // What the rank holds, measured once per attempt (its first step's report).
     for (const v1::StepReport& step : steps) {
       if (step.has_memory()) *reporting->mutable_memory() = step.memory();
@@ -358,15 +377,20 @@ absl::Status Coordinator::FinishRank(const AttemptId& attempt, Rank rank,
   // Durable: a coordinator restarted before the job ends must not wait for this rank again.
   SaveLocked(*job, scope.deferred());
   if (AttemptOver(job->status)) return absl::OkStatus();
+  NoteRankHealthLocked(*job, *finished, outcome, scope.deferred());
 
   if (!outcome.ok) {
     // A fault of the job itself (the rank says so) fails it; anything else may be the
     // machine's, and the job restarts if it has restarts left.
+    // A collective timeout says where every rank was (the rings: hang_report.h).
     const std::string summary =
         absl::StrCat(DescribeRank(*finished), " failed: ",
-                     outcome.error.empty() ? "(no error message)" : outcome.error);
-    std::string reason = absl::StrCat(summary, OtherRanksLocked(*job, rank, outcome.peer));
-    const bool symptom = IsPeerSymptom(outcome.error, outcome.peer.has_value());
+                     outcome.error.empty() ? "(no error message)" : outcome.error,
+                     HangSummaryLocked(job, outcome.failure));
+    std::string reason =
+        absl::StrCat(summary, OtherRanksLocked(*job, rank, PeerOf(outcome.failure)));
+    const FailureHandling handling = HandlingOf(outcome.failure);
+    const bool symptom = handling.hold_for_cause;
     if (job->held_failure.has_value()) {
       // A cause arrived for the held symptom (or a second symptom: the first keeps its place).
       JobRecord::HeldFailure held = *std::move(job->held_failure);
@@ -376,7 +400,7 @@ absl::Status Coordinator::FinishRank(const AttemptId& attempt, Rank rank,
                           scope.deferred());
       } else {
         FailAttemptLocked(job, absl::StrCat(reason, "; before it, as a consequence: ", held.summary),
-                          /*restartable=*/!outcome.job_error, scope.deferred());
+                          handling.restartable, scope.deferred());
       }
       return absl::OkStatus();
     }
@@ -384,12 +408,11 @@ absl::Status Coordinator::FinishRank(const AttemptId& attempt, Rank rank,
       return r.finished();
     });
     if (symptom && others_running && options_.peer_failure_grace > absl::ZeroDuration()) {
-      job->held_failure = JobRecord::HeldFailure{std::move(reason), summary, !outcome.job_error,
+      job->held_failure = JobRecord::HeldFailure{std::move(reason), summary, handling.restartable,
                                                  clock_->Now() + options_.peer_failure_grace};
       return absl::OkStatus();
     }
-    FailAttemptLocked(job, std::move(reason), /*restartable=*/!outcome.job_error,
-                      scope.deferred());
+    FailAttemptLocked(job, std::move(reason), handling.restartable, scope.deferred());
   } else if (job->held_failure.has_value() &&
              AllRanks(job->status, [](const v1::RankStatus& r) { return r.finished(); })) {
     // Every other rank finished without naming a cause: the held failure is the attempt's.

@@ -37,7 +37,7 @@ class CoordinatorMetricsTest : public CoordinatorTest {
 
 TEST_F(CoordinatorMetricsTest, AnIdleCoordinatorListsEveryStateAndKindAtZero) {
   const Coordinator::MetricsSnapshot snapshot = coordinator_.Metrics();
-  EXPECT_EQ(snapshot.workers_by_state.size(), 3u);  // idle, busy, lost
+  EXPECT_EQ(snapshot.workers_by_state.size(), 4u);  // idle, busy, lost, quarantined
   EXPECT_EQ(snapshot.jobs_by_state.size(), 6u);     // queued .. cancelled
   EXPECT_EQ(snapshot.alarms_by_kind.size(), 6u);    // grad_norm_mismatch .. straggler
   for (const auto& [state, count] : snapshot.workers_by_state) EXPECT_EQ(count, 0) << state;
@@ -59,12 +59,12 @@ TEST_F(CoordinatorMetricsTest, RunningJobRanksStatesAlarmsAndHeartbeats) {
   ASSERT_TRUE(coordinator_.Heartbeat(b, 1).ok());
   EXPECT_FALSE(coordinator_.Heartbeat(WorkerId("w-99"), 1).ok());  // received, refused
 
-  // 20 steps (one straggler window): rank 1 computes 20x longer; both measure drift at step 8
-  // only (within tolerance: no DRIFT alarm).
+  // 40 steps (two straggler windows of 20 steps and 500 ms in a row): rank 1 computes 20x
+  // longer; both measure drift at step 8 only (within tolerance: no DRIFT alarm).
   const AttemptId attempt{job, Generation(1)};
   for (uint32_t rank : {0u, 1u}) {
     std::vector<v1::StepReport> steps;
-    for (uint64_t s = 1; s <= 20; ++s) {
+    for (uint64_t s = 1; s <= 40; ++s) {
       steps.push_back(rank == 0 ? Step(s, 2, 8) : Step(s, 40, 10));
       if (s == 8) {
         steps.back().set_has_drift(true);
@@ -96,9 +96,9 @@ TEST_F(CoordinatorMetricsTest, RunningJobRanksStatesAlarmsAndHeartbeats) {
   const Coordinator::RankMetrics& fast = snapshot.ranks[0];
   EXPECT_EQ(fast.job, job.value());
   EXPECT_EQ(fast.rank, 0u);
-  EXPECT_EQ(fast.step, 20u);
-  EXPECT_DOUBLE_EQ(fast.loss, 0.1);
-  EXPECT_DOUBLE_EQ(fast.local_grad_norm, 21);
+  EXPECT_EQ(fast.step, 40u);
+  EXPECT_DOUBLE_EQ(fast.loss, 0.05);
+  EXPECT_DOUBLE_EQ(fast.local_grad_norm, 41);
   EXPECT_DOUBLE_EQ(fast.synced_grad_norm, 0.5);
   EXPECT_THAT(fast.samples_per_second, Optional(samples_per_step / 0.01));
   EXPECT_THAT(fast.drift, Optional(0.0)) << "step 8's drift is the last one measured";

@@ -60,6 +60,11 @@ absl::StatusOr<Coordinator::Registration> Coordinator::RegisterWorker(
     if (!registration.running_kept) FailAbandonedReattachLocked(worker, scope.deferred());
     return registration;
   };
+  struct Carried {
+    std::string quarantine_reason;
+    absl::Time quarantined_at;
+    std::vector<std::string> crash_streak;
+  } carried;
   if (WorkerRecord* existing = workers_.FindByName(name); existing != nullptr) {
     if (existing->incarnation == incarnation) {
       // The same daemon again: a retried call, or a lost worker that can reach us again.
@@ -85,10 +90,16 @@ absl::StatusOr<Coordinator::Registration> Coordinator::RegisterWorker(
     LogLocked(absl::StrCat("worker ", existing->id.value(), " (", NameOnHost(*existing),
                            ") replaced: incarnation changed"),
               scope.deferred());
+    carried = Carried{existing->quarantine_reason, existing->quarantined_at,
+                      existing->crash_streak};
     workers_.Remove(existing->id);
   }
   WorkerRecord* worker =
       workers_.Add(std::move(name), std::move(host), std::move(devices), incarnation, now);
+  // A restarted daemon runs on the same machine: its quarantine and crash streak stay.
+  worker->quarantine_reason = std::move(carried.quarantine_reason);
+  worker->quarantined_at = carried.quarantined_at;
+  worker->crash_streak = std::move(carried.crash_streak);
   LogLocked(absl::StrCat("worker ", worker->id.value(), " registered: ", NameOnHost(*worker),
                          " [", DescribeDevices(worker->devices), "] incarnation ",
                          worker->incarnation),

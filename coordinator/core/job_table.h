@@ -26,6 +26,8 @@ namespace ringleader {
 
 // Completion of WatchJob: the job's status, or an error.
 using WatchCallback = std::function<void(absl::StatusOr<v1::JobStatus>)>;
+// Completion of RunDoctor: the check's judgement, or an error.
+using DoctorCallback = std::function<void(absl::StatusOr<v1::PreflightResult>)>;
 
 // One job. Plain data owned by JobTable.
 struct JobRecord {
@@ -68,6 +70,14 @@ struct JobRecord {
     absl::Time received;
   };
   std::map<uint32_t, ReportedActivity> activity;
+  // Hang forensics (coordinator_debug.cc): whether the current attempt's rings were asked for,
+  // and each rank's ring received since then (or in its FinishRank), by rank.
+  bool traces_requested = false;
+  std::map<uint32_t, std::vector<v1::CollectiveTraceEntry>> traces;
+  // Each rank's last reported collective counts (RankActivity.collectives_issued/completed;
+  // kept apart from `activity`: a command job's launcher reports the phase, its script the
+  // counts), by rank.
+  std::map<uint32_t, std::pair<uint64_t, uint64_t>> collective_counts;
 
   // The current attempt's step judge (created on assignment); its alarms, verdict and straggler
   // scores are copied into `status` whenever they change.
@@ -98,6 +108,20 @@ struct JobRecord {
     LogsCallback done;
   };
   std::vector<LogWaiter> log_waiters;
+
+  // Pre-flight checks (coordinator_preflight.cc). A doctor run's job (RunDoctor) is `doctor`,
+  // placed only on `pinned_workers` (names).
+  bool doctor = false;
+  std::vector<std::string> pinned_workers;
+  // The current attempt's pre-flight figures, by rank, and its judgement once made.
+  std::map<uint32_t, v1::PreflightReport> preflight_reports;
+  std::optional<v1::PreflightResult> preflight_result;
+  // Parked RunDoctor calls, answered when the doctor job ends or at their deadline.
+  struct DoctorWaiter {
+    absl::Time deadline;
+    DoctorCallback done;
+  };
+  std::vector<DoctorWaiter> doctor_waiters;
 
   // Whether the job changed during the current coordinator call (its watchers are answered
   // when the call publishes its changes).

@@ -5,6 +5,8 @@
 //     placed (no backfilling: a big job is never starved by small ones behind it).
 //   * A job of world size N takes N IDLE workers that can serve it. A "nccl" job needs workers
 //     with a device of kind "cuda"; any other backend ("gloo") runs on any worker.
+//   * A quarantined worker (WorkerRecord::quarantine_reason) is never placed, except by a job
+//     pinned to it (a doctor run naming it); a pinned job takes only its pinned workers.
 //   * Ranks 0..N-1 go to the chosen workers in registration order (oldest first), so placement
 //     is deterministic.
 //   * A job larger than the number of workers that could ever serve it stays queued (workers may
@@ -27,6 +29,8 @@ bool CanServe(const v1::JobSpec& spec, const WorkerRecord& worker);
 struct QueuedJob {
   JobId id;
   const v1::JobSpec* spec;  // not owned
+  // Worker names the job must run on (a doctor run); nullptr or empty = any. Not owned.
+  const std::vector<std::string>* pinned = nullptr;
 };
 
 // One placed job: ranks[r] runs rank r.
@@ -44,7 +48,8 @@ std::vector<Placement> PlanFifo(const std::vector<QueuedJob>& queue,
 //   the head: "needs 2 workers with a cuda device; 0 registered" / "world_size 9 > 3 registered
 //   workers: register more workers or lower world_size" / "waiting for 2 idle workers: 1 of 3
 //   suitable workers is idle (the others run jobs)"; a job behind the head: "behind job-000004
-//   (strict FIFO: no job overtakes the queue's head)". Workers that are LOST do not count.
+//   (strict FIFO: no job overtakes the queue's head)". Workers that are LOST do not count;
+//   quarantined ones do not count either and are mentioned ("; 1 quarantined: ...").
 std::string WhyQueued(const std::vector<QueuedJob>& queue, size_t index, size_t placed,
                       const std::vector<WorkerRecord*>& workers);
 

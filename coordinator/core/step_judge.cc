@@ -53,7 +53,10 @@ StepJudge::StepJudge(uint32_t world_size, StepJudgeOptions options)
       loss_alarmed_(world_, false),
       window_compute_(world_),
       window_comm_(world_),
-      window_step_(world_) {
+      window_step_(world_),
+      window_caused_ms_(world_, 0),
+      window_last_(world_, 0),
+      straggler_streak_(world_, 0) {
   for (uint32_t r = 0; r < world_; ++r) {
     window_compute_[r].reserve(options_.straggler_window);
     window_comm_[r].reserve(options_.straggler_window);
@@ -102,6 +105,10 @@ void StepJudge::Add(uint32_t rank, const v1::StepReport& report,
   f.step_ms = static_cast<float>(report.step_ms());
   f.compute_ms = static_cast<float>(report.compute_ms());
   f.comm_ms = static_cast<float>(report.comm_ms());
+  f.has_times = report.has_collective_times();
+  f.first_collective = report.collective_times().first_sequence();
+  f.times_us.assign(report.collective_times().duration_us().begin(),
+                    report.collective_times().duration_us().end());
   if (report.has_drift()) {
     row.drift_tensor.resize(world_);
     row.drift_tensor[rank] = report.drift_parameter();
@@ -135,13 +142,17 @@ void StepJudge::Judge(uint64_t step, const Row& row, std::vector<v1::Alarm>* rai
   // Straggler window (judged steps only; ranks missing a step simply contribute less).
   for (uint32_t r = 0; r < world_; ++r) {
     const Figures& f = row.ranks[r];
-    if (!f.present) continue;
+    if (!f.present || window_step_[r].size() >= options_.straggler_window) continue;
     window_compute_[r].push_back(f.compute_ms);
     window_comm_[r].push_back(f.comm_ms);
     window_step_[r].push_back(f.step_ms);
   }
+  if (present >= 2) AddArrivals(row);
   if (window_fill_++ == 0) window_first_step_ = step;
-  if (window_fill_ >= options_.straggler_window) UpdateStragglers(step, raised);
+  window_ms_ += slowest_ms;
+  if (window_fill_ >= options_.straggler_window && window_ms_ >= options_.straggler_window_ms) {
+    UpdateStragglers(step, raised);
+  }
 
   ++judged_steps_;
   judged_step_ms_ += slowest_ms;
@@ -313,6 +324,46 @@ void StepJudge::CheckDrift(uint64_t step, const Row& row, std::vector<v1::Alarm>
         raised);
 }
 
+void StepJudge::AddArrivals(const Row& row) {
+  // Every present rank timed the same collectives (same first one); compare the common prefix.
+  std::vector<uint32_t> ranks;
+  size_t count = std::numeric_limits<size_t>::max();
+  for (uint32_t r = 0; r < world_; ++r) {
+    const Figures& f = row.ranks[r];
+    if (!f.present) continue;
+    if (!f.has_times || (!ranks.empty() &&
+                         f.first_collective != row.ranks[ranks.front()].first_collective)) {
+      return;
+    }
+    ranks.push_back(r);
+    count = std::min(count, f.times_us.size());
+  }
+  if (ranks.size() < 2 || count == 0) return;
+  std::vector<double> caused(world_, 0);  // ms of waiting this step, by the rank waited for
+  std::vector<float> excess;
+  for (size_t i = 0; i < count; ++i) {
+    uint32_t last = ranks.front();
+    for (uint32_t r : ranks) {
+      if (row.ranks[r].times_us[i] < row.ranks[last].times_us[i]) last = r;
+    }
+    const uint32_t transfer = row.ranks[last].times_us[i];
+    excess.clear();
+    for (uint32_t r : ranks) {
+      if (r != last) excess.push_back(static_cast<float>(row.ranks[r].times_us[i] - transfer));
+    }
+    caused[last] += Median(excess) / 1000.0;
+  }
+  uint32_t most = ranks.front();
+  double total = 0;
+  for (uint32_t r : ranks) {
+    window_caused_ms_[r] += caused[r];
+    total += caused[r];
+    if (caused[r] > caused[most]) most = r;
+  }
+  if (total > 0) ++window_last_[most];
+  ++window_arrival_steps_;
+}
+
 void StepJudge::UpdateStragglers(uint64_t step, std::vector<v1::Alarm>* raised) {
   std::vector<float> compute(world_);
   std::vector<float> comm(world_);
@@ -325,25 +376,21 @@ void StepJudge::UpdateStragglers(uint64_t step, std::vector<v1::Alarm>* raised) 
     comm[r] = static_cast<float>(Median(window_comm_[r]));
     total[r] = static_cast<float>(Median(window_step_[r]));
   }
+  // Arrival evidence for most of the window, or none at all: then compute times alone.
+  const bool arrivals = window_arrival_steps_ * 2 >= window_fill_ && window_arrival_steps_ > 0;
+  double all_caused = 0;
+  for (uint32_t r : ranks) all_caused += window_caused_ms_[r];
+  const double min_share = std::min(0.75, 2.0 / std::max<size_t>(ranks.size(), 1));
   std::vector<float> compute_of_ranks;
-  std::vector<float> comm_of_ranks;
-  for (uint32_t r : ranks) {
-    compute_of_ranks.push_back(compute[r]);
-    comm_of_ranks.push_back(comm[r]);
-  }
+  for (uint32_t r : ranks) compute_of_ranks.push_back(compute[r]);
   const double compute_median = Median(compute_of_ranks);
-  const double comm_median = Median(comm_of_ranks);
   double lo = std::numeric_limits<double>::infinity();
   double hi = 0;
   for (uint32_t r : ranks) {
-    lo = std::min<double>(lo, compute[r] + comm[r]);
-    hi = std::max<double>(hi, compute[r] + comm[r]);
+    lo = std::min<double>(lo, total[r]);
+    hi = std::max<double>(hi, total[r]);
   }
-  bool any_compute_straggler = false;
-  for (uint32_t r : ranks) {
-    any_compute_straggler |= compute[r] >= options_.straggler_min_ms &&
-                             compute[r] > options_.straggler_factor * compute_median;
-  }
+
   stragglers_.clear();
   for (uint32_t r : ranks) {
     v1::StragglerScore s;
@@ -351,45 +398,64 @@ void StepJudge::UpdateStragglers(uint64_t step, std::vector<v1::Alarm>* raised) 
     s.set_median_step_ms(total[r]);
     s.set_median_compute_ms(compute[r]);
     s.set_median_comm_ms(comm[r]);
-    // Compute is the rank's own work: in a synchronous job everyone's step time includes waiting
-    // for the slowest, so the step time alone cannot tell who is slow.
-    const double compute_ratio =
-        compute_median > 0 ? compute[r] / compute_median : (compute[r] > 0 ? 1e9 : 1);
-    const double comm_ratio = comm_median > 0 ? comm[r] / comm_median : 1;
-    s.set_ratio_to_median(compute_ratio);
-    s.set_score(hi > lo ? (compute[r] + comm[r] - lo) / (hi - lo) : 0);
-    const bool slow_compute = ranks.size() >= 2 && compute[r] >= options_.straggler_min_ms &&
-                              compute_ratio > options_.straggler_factor;
-    // Waiting for a compute straggler shows up as communication time on every other rank:
-    // communication is suspected only when no rank's compute explains it.
-    const bool slow_comm = ranks.size() >= 2 && !slow_compute && !any_compute_straggler &&
-                           comm[r] >= options_.straggler_min_ms &&
-                           comm_ratio > options_.straggler_factor;
-    s.set_flagged(slow_compute || slow_comm);
-    s.set_suspected_cause(slow_compute ? "compute" : slow_comm ? "communication" : "");
-    if (s.flagged()) {
-      Raise(v1::Alarm::STRAGGLER, step, {r}, "",
-            slow_compute
-                ? absl::StrFormat("steps %u-%u: rank %u is a straggler: median compute %.1f ms vs "
-                                  "%.1f ms across ranks (%.1fx > %.3gx); suspected cause: its "
-                                  "own compute (a slow or busy device or host)",
-                                  window_first_step_, step, r, compute[r], compute_median,
-                                  compute_ratio, options_.straggler_factor)
-                : absl::StrFormat("steps %u-%u: rank %u is a straggler: median communication "
-                                  "%.1f ms vs %.1f ms across ranks (%.1fx > %.3gx); suspected "
-                                  "cause: communication (its link or NIC)",
-                                  window_first_step_, step, r, comm[r], comm_median, comm_ratio,
-                                  options_.straggler_factor),
-            raised);
+    bool meets = false;
+    std::string message;
+    if (arrivals) {
+      std::vector<float> peers;
+      for (uint32_t p : ranks) {
+        if (p != r) peers.push_back(compute[p]);
+      }
+      const double peers_compute = Median(peers);
+      const double caused = window_caused_ms_[r] / window_arrival_steps_;  // per step
+      const double share = all_caused > 0 ? window_caused_ms_[r] / all_caused : 0;
+      const double last = static_cast<double>(window_last_[r]) / window_arrival_steps_;
+      const double ratio =
+          peers_compute > 0 ? (peers_compute + caused) / peers_compute : (caused > 0 ? 1e9 : 1);
+      s.set_score(share);
+      s.set_mean_wait_caused_ms(caused);
+      s.set_last_arrival_fraction(last);
+      s.set_ratio_to_median(ratio);
+      meets = ranks.size() >= 2 && share >= min_share && caused >= options_.straggler_min_ms &&
+              ratio > options_.straggler_factor;
+      message = absl::StrFormat(
+          "steps %u-%u: rank %u is a straggler: the other ranks waited %.1f ms a step for it to "
+          "reach its collectives (%.0f%% of all waiting; it arrived last in %.0f%% of the "
+          "steps), against %.1f ms of their own compute: it takes %.1fx as long (> %.3gx); "
+          "its own compute %.1f ms; suspected cause: compute (its own work, input or host; "
+          "waiting is never blamed on a link)",
+          window_first_step_, step, r, caused, 100 * share, 100 * last, peers_compute, ratio,
+          options_.straggler_factor, compute[r]);
+    } else {
+      // Compute is the rank's own work: in a synchronous job everyone's step time includes
+      // waiting for the slowest, so the step time alone cannot tell who is slow.
+      const double ratio =
+          compute_median > 0 ? compute[r] / compute_median : (compute[r] > 0 ? 1e9 : 1);
+      s.set_ratio_to_median(ratio);
+      s.set_score(hi > lo ? (total[r] - lo) / (hi - lo) : 0);
+      meets = ranks.size() >= 2 && compute[r] >= options_.straggler_min_ms &&
+              ratio > options_.straggler_factor;
+      message = absl::StrFormat(
+          "steps %u-%u: rank %u is a straggler: median compute %.1f ms vs %.1f ms across ranks "
+          "(%.1fx > %.3gx); suspected cause: compute (a slow or busy device or host)",
+          window_first_step_, step, r, compute[r], compute_median, ratio,
+          options_.straggler_factor);
     }
+    straggler_streak_[r] = meets ? straggler_streak_[r] + 1 : 0;
+    s.set_flagged(meets && straggler_streak_[r] >= std::max<size_t>(1, options_.straggler_windows));
+    s.set_suspected_cause(s.flagged() ? "compute" : "");
+    if (s.flagged()) Raise(v1::Alarm::STRAGGLER, step, {r}, "", std::move(message), raised);
     stragglers_.push_back(std::move(s));
   }
   for (uint32_t r = 0; r < world_; ++r) {
     window_compute_[r].clear();
     window_comm_[r].clear();
     window_step_[r].clear();
+    window_caused_ms_[r] = 0;
+    window_last_[r] = 0;
   }
+  window_arrival_steps_ = 0;
   window_fill_ = 0;
+  window_ms_ = 0;
 }
 
 void StepJudge::Raise(v1::Alarm::Kind kind, uint64_t step, std::vector<uint32_t> ranks,
@@ -448,13 +514,15 @@ size_t StepJudge::MemoryBytes() const {
   size_t bytes = sizeof(*this);
   for (const Row& row : pending_) {
     bytes += sizeof(Row) + row.ranks.capacity() * sizeof(Figures);
+    for (const Figures& f : row.ranks) bytes += f.times_us.capacity() * sizeof(uint32_t);
     for (const std::string& t : row.drift_tensor) bytes += sizeof(std::string) + t.capacity();
   }
   bytes += last_step_.capacity() * sizeof(uint64_t) + loss_alarmed_.capacity() / 8;
   for (uint32_t r = 0; r < world_; ++r) {
     bytes += (window_compute_[r].capacity() + window_comm_[r].capacity() +
               window_step_[r].capacity()) *
-             sizeof(float);
+                 sizeof(float) +
+             sizeof(double) + sizeof(uint32_t) + sizeof(size_t);
   }
   for (const v1::Alarm& a : alarms_) bytes += a.SpaceUsedLong();
   bytes += verdict_.SpaceUsedLong();

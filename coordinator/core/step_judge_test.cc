@@ -231,16 +231,28 @@ TEST_F(StepJudgeTest, UnderWarnTheAlarmsAreKeptButDoNotFailTheJob) {
   EXPECT_EQ(judge.verdict().first_bad_step(), 1u);
 }
 
-TEST_F(StepJudgeTest, ASlowRankIsFlaggedAsAStragglerWithItsCauseAndNotFailed) {
+TEST_F(StepJudgeTest, WithoutArrivalTimesASlowComputeIsFlaggedInTwoWindowsInARow) {
   StepJudgeOptions options;
   options.straggler_window = 10;
   StepJudge judge(4, options);
-  auto raised = Feed(judge, 4, 10, [](uint32_t r, v1::StepReport* report) {
+  // One window (640 ms) meets the bar: not yet an alarm.
+  auto edit = [](uint32_t r, v1::StepReport* report) {
     // Rank 3 computes 10x longer; the others wait for it in their collectives.
     report->set_compute_ms(r == 3 ? 60 : 6);
     report->set_comm_ms(r == 3 ? 4 : 58);
     report->set_step_ms(64);
-  });
+  };
+  EXPECT_THAT(Feed(judge, 4, 10, edit), IsEmpty());
+  ASSERT_EQ(judge.stragglers().size(), 4u);
+  EXPECT_FALSE(judge.stragglers()[3].flagged());
+  std::vector<v1::Alarm> raised;
+  for (uint64_t s = 11; s <= 20; ++s) {
+    for (uint32_t r = 0; r < 4; ++r) {
+      v1::StepReport report = Report(s, r);
+      edit(r, &report);
+      judge.Add(r, report, &raised);
+    }
+  }
   ASSERT_EQ(raised.size(), 1u);
   EXPECT_EQ(raised[0].kind(), v1::Alarm::STRAGGLER);
   EXPECT_THAT(raised[0].ranks(), ElementsAre(3u));
@@ -258,10 +270,125 @@ TEST_F(StepJudgeTest, ASlowRankIsFlaggedAsAStragglerWithItsCauseAndNotFailed) {
 TEST_F(StepJudgeTest, EvenStepTimesFlagNobody) {
   StepJudgeOptions options;
   options.straggler_window = 5;
+  options.straggler_window_ms = 0;
   StepJudge judge(3, options);
   EXPECT_THAT(FeedClean(judge, 3, 20), IsEmpty());
   ASSERT_EQ(judge.stragglers().size(), 3u);
   for (const v1::StragglerScore& s : judge.stragglers()) EXPECT_FALSE(s.flagged());
+}
+
+// Sets how long each of the step's collectives ran on the rank (us).
+void Times(v1::StepReport* report, std::vector<uint32_t> us, uint64_t first = 0) {
+  report->mutable_collective_times()->set_first_sequence(first);
+  for (uint32_t t : us) report->mutable_collective_times()->add_duration_us(t);
+}
+
+TEST_F(StepJudgeTest, TheRankTheOthersWaitForIsTheStragglerNotTheOneThatWaits) {
+  StepJudgeOptions options;
+  options.straggler_window = 10;
+  options.straggler_window_ms = 0;
+  StepJudge judge(2, options);
+  // Rank 1 computes 8 ms, rank 0 2 ms: rank 0 arrives first and waits in every collective
+  // (long durations, long comm_ms); rank 1 arrives last and only transfers.
+  auto edit = [](uint32_t r, v1::StepReport* report) {
+    report->set_compute_ms(r == 1 ? 8 : 2);
+    report->set_comm_ms(r == 1 ? 0.3 : 6.3);
+    report->set_step_ms(8.4);
+    if (r == 0) {
+      Times(report, {5000, 1200, 100});
+    } else {
+      Times(report, {100, 100, 100});
+    }
+  };
+  auto raised = Feed(judge, 2, 10, edit);
+  EXPECT_THAT(raised, IsEmpty());  // one window: not yet
+  ASSERT_EQ(judge.stragglers().size(), 2u);
+  EXPECT_DOUBLE_EQ(judge.stragglers()[1].score(), 1.0);
+  EXPECT_DOUBLE_EQ(judge.stragglers()[0].score(), 0.0);
+  EXPECT_NEAR(judge.stragglers()[1].mean_wait_caused_ms(), 6.0, 1e-9);
+  EXPECT_DOUBLE_EQ(judge.stragglers()[1].last_arrival_fraction(), 1.0);
+  EXPECT_NEAR(judge.stragglers()[1].ratio_to_median(), 4.0, 1e-9);  // (2 + 6) / 2
+  std::vector<v1::Alarm> more;
+  for (uint64_t s = 11; s <= 20; ++s) {
+    for (uint32_t r = 0; r < 2; ++r) {
+      v1::StepReport report = Report(s, r);
+      edit(r, &report);
+      judge.Add(r, report, &more);
+    }
+  }
+  ASSERT_EQ(more.size(), 1u);
+  EXPECT_THAT(more[0].ranks(), ElementsAre(1u));
+  EXPECT_THAT(more[0].message(), HasSubstr("waited 6.0 ms a step for it"));
+  EXPECT_THAT(more[0].message(), HasSubstr("suspected cause: compute"));
+  EXPECT_TRUE(judge.stragglers()[1].flagged());
+  EXPECT_EQ(judge.stragglers()[1].suspected_cause(), "compute");
+  EXPECT_FALSE(judge.stragglers()[0].flagged());  // it waited: that is not slowness
+}
+
+TEST_F(StepJudgeTest, WaitingInCollectivesNeverNamesALinkOrTheFasterRank) {
+  // The demo's old false alarm: rank 0 spends 1.1 ms "communicating" against rank 1's 0.2 ms
+  // because it arrives first and waits, on a shared-memory job, over many windows; and a
+  // slow transfer that every rank sees alike.
+  StepJudgeOptions options;
+  options.straggler_window = 20;
+  options.straggler_window_ms = 0;
+  StepJudge judge(2, options);
+  auto raised = Feed(judge, 2, 400, [](uint32_t r, v1::StepReport* report) {
+    const uint64_t step = report->step();
+    report->set_compute_ms(0.5);
+    report->set_comm_ms(r == 0 ? 1.1 : 0.2);
+    report->set_step_ms(1.6);
+    // Who arrives last alternates with the step; the transfer (9 ms) is slow for everyone.
+    const bool late = (step + r) % 2 == 0;
+    Times(report, {late ? 9000u : 9900u, 9000u});
+  });
+  EXPECT_THAT(raised, IsEmpty());
+  for (const v1::StragglerScore& s : judge.stragglers()) {
+    EXPECT_FALSE(s.flagged());
+    EXPECT_NEAR(s.score(), 0.5, 0.06);
+    EXPECT_EQ(s.suspected_cause(), "");
+  }
+  EXPECT_EQ(judge.verdict().result(), v1::Verdict::PASS);
+}
+
+TEST_F(StepJudgeTest, AThrottledRankThatStallsInFewStepsIsStillTheStraggler) {
+  // A CPU quota lets a rank run at full speed for a while, then stalls it for 80 ms: most
+  // steps look even, the median would hide it, the waiting it causes does not.
+  StepJudgeOptions options;
+  options.straggler_window = 20;
+  options.straggler_window_ms = 0;
+  StepJudge judge(3, options);
+  auto raised = Feed(judge, 3, 40, [](uint32_t r, v1::StepReport* report) {
+    const bool stall = report->step() % 5 == 0;
+    report->set_compute_ms(r == 2 && stall ? 81 : 1);
+    report->set_step_ms(stall ? 82 : 2);
+    if (r == 2) {
+      Times(report, {200, 200});
+    } else {
+      Times(report, {stall ? 80200u : 250u, 200});
+    }
+  });
+  ASSERT_EQ(raised.size(), 1u);
+  EXPECT_THAT(raised[0].ranks(), ElementsAre(2u));
+  ASSERT_EQ(judge.stragglers().size(), 3u);
+  EXPECT_TRUE(judge.stragglers()[2].flagged());
+  EXPECT_GT(judge.stragglers()[2].score(), 0.99);
+  EXPECT_NEAR(judge.stragglers()[2].mean_wait_caused_ms(), 16.04, 1e-6);
+  EXPECT_FALSE(judge.stragglers()[0].flagged());
+  EXPECT_FALSE(judge.stragglers()[1].flagged());
+}
+
+TEST_F(StepJudgeTest, AWindowLastsAtLeastItsTime) {
+  StepJudgeOptions options;
+  options.straggler_window = 5;
+  options.straggler_window_ms = 100;  // 10 ms steps: 10 steps
+  StepJudge judge(2, options);
+  FeedClean(judge, 2, 9);
+  EXPECT_THAT(judge.stragglers(), IsEmpty());
+  std::vector<v1::Alarm> raised;
+  judge.Add(0, Report(10, 0), &raised);
+  judge.Add(1, Report(10, 1), &raised);
+  EXPECT_EQ(judge.stragglers().size(), 2u);
 }
 
 TEST_F(StepJudgeTest, SamplesPerSecondCountTheWholeJobOverTheSlowestRanksStepTime) {

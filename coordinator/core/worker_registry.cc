@@ -63,6 +63,11 @@ v1::WorkerStatus ToWorkerStatus(const WorkerRecord& worker, absl::Time now) {
   status.set_host(worker.host);
   for (const v1::Device& device : worker.devices) *status.add_devices() = device;
   status.set_state(worker.state);
+  if (!worker.quarantine_reason.empty()) {
+    if (worker.state == v1::WORKER_STATE_IDLE) status.set_state(v1::WORKER_STATE_QUARANTINED);
+    status.set_quarantine_reason(worker.quarantine_reason);
+    status.set_quarantined_unix_ms(absl::ToUnixMillis(worker.quarantined_at));
+  }
   if (worker.attempt.has_value()) {
     status.set_job_id(worker.attempt->job.value());
     status.set_rank(worker.rank.value());

@@ -6,7 +6,11 @@
 //                       │                         │
 //                       └──no heartbeat for heartbeat_timeout──▶ LOST ──RegisterWorker──▶ IDLE
 //
-// Re-registering a name with a new incarnation removes the old record (a new id is issued).
+// Quarantine is beside the state: a worker with a quarantine_reason is never placed (a doctor
+// run that names it aside) and shows as QUARANTINED while IDLE; UncordonWorker clears it.
+//
+// Re-registering a name with a new incarnation removes the old record (a new id is issued; the
+// quarantine and the crash streak carry over to the new one).
 #ifndef RINGLEADER_COORDINATOR_CORE_WORKER_REGISTRY_H_
 #define RINGLEADER_COORDINATOR_CORE_WORKER_REGISTRY_H_
 
@@ -43,6 +47,12 @@ struct WorkerRecord {
   // The daemon's rank process's /proc state in its last heartbeat ("" = none or not said).
   std::string rank_process_state;
   v1::WorkerState state = v1::WORKER_STATE_IDLE;
+  // Why it is quarantined, with the evidence ("" = it is not) and since when.
+  std::string quarantine_reason;
+  absl::Time quarantined_at;
+  // Consecutive attempts in which its rank failed of its own (not a job error, not a peer's
+  // consequence), with each failure's words; a success resets it (coordinator_preflight.cc).
+  std::vector<std::string> crash_streak;
 
   // The attempt this worker runs a rank of (BUSY only).
   std::optional<AttemptId> attempt;

@@ -50,7 +50,7 @@ CommandResult RunShell(const std::string& command) {
 class MetricsPromtoolTest : public CoordinatorTest {
  protected:
   // A coordinator with something in every family: workers in two states, a running job whose
-  // ranks reported 20 steps (a straggler alarm, drift), a queued job, RPCs with two codes.
+  // ranks reported 40 steps (a straggler alarm after two windows, drift), a queued job, RPCs with two codes.
   void Populate() {
     v1::RegisterWorkerResponse registered;
     std::vector<std::string> workers;
@@ -88,7 +88,7 @@ class MetricsPromtoolTest : public CoordinatorTest {
       progress.set_job_id(submitted.job_id());
       progress.set_generation(1);
       progress.set_rank(rank);
-      for (uint64_t s = 1; s <= 20; ++s) {
+      for (uint64_t s = 1; s <= 40; ++s) {
         v1::StepReport* step = progress.add_steps();
         step->set_step(s);
         step->set_loss(1.0 / static_cast<double>(s));
@@ -140,7 +140,7 @@ TEST_F(MetricsPromtoolTest, AScrapeOfABusyCoordinatorPassesPromtoolCheckMetrics)
            "ringleader_workers{state=\"busy\"} 2\n", "ringleader_jobs{state=\"running\"} 1\n",
            "ringleader_jobs{state=\"queued\"} 1\n", "ringleader_alarms{kind=\"straggler\"} 1\n",
            "ringleader_heartbeats_received_total 1\n",
-           "ringleader_rank_step{job_id=\"job-000001\",rank=\"1\"} 20\n",
+           "ringleader_rank_step{job_id=\"job-000001\",rank=\"1\"} 40\n",
            "ringleader_rank_drift{job_id=\"job-000001\",rank=\"0\"} 0\n",
            "ringleader_rank_straggler_flagged{job_id=\"job-000001\",rank=\"1\"} 1\n",
            "ringleader_rpcs_total{method=\"ReportProgress\",code=\"OK\"} 2\n",

@@ -276,7 +276,8 @@ std::string CoordinatorMetricsText(const Coordinator::MetricsSnapshot& coordinat
       {"ringleader_rank_comm_seconds", "Communication time of the rank's latest step.",
        [](const auto& r) { return std::optional<double>(r.comm_seconds); }},
       {"ringleader_rank_straggler_score",
-       "Straggler score over the judge's window: 0 the fastest rank .. 1 the slowest.",
+       "Straggler score over the judge's window: the rank's share (0..1) of the time ranks "
+       "waited for the last one to arrive in a collective.",
        [](const auto& r) { return r.straggler_score; }},
       {"ringleader_rank_straggler_flagged",
        "1 when the step judge flags the rank as a straggler, else 0.",

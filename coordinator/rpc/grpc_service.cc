@@ -230,4 +230,39 @@ grpc::ServerUnaryReactor* GrpcJobService::GetLogs(grpc::CallbackServerContext* c
   return reactor;
 }
 
+grpc::ServerUnaryReactor* GrpcJobService::DebugJob(grpc::CallbackServerContext* context,
+                                                   const v1::DebugJobRequest* request,
+                                                   v1::DebugJobResponse* response) {
+  if (absl::Status allowed = Authorize(context, TokenStore::Access::kRead, "DebugJob");
+      !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  handler_->DebugJob(*request, response, FinishLater(reactor));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GrpcJobService::RunDoctor(grpc::CallbackServerContext* context,
+                                                    const v1::RunDoctorRequest* request,
+                                                    v1::RunDoctorResponse* response) {
+  // It quarantines workers: a change, like submitting a job.
+  if (absl::Status allowed = Authorize(context, TokenStore::Access::kWrite, "RunDoctor");
+      !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  handler_->RunDoctor(*request, response, FinishLater(reactor));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GrpcJobService::UncordonWorker(grpc::CallbackServerContext* context,
+                                                         const v1::UncordonWorkerRequest* request,
+                                                         v1::UncordonWorkerResponse* response) {
+  if (absl::Status allowed = Authorize(context, TokenStore::Access::kWrite, "UncordonWorker");
+      !allowed.ok()) {
+    return FinishNow(context, allowed);
+  }
+  return FinishNow(context, handler_->UncordonWorker(*request, response));
+}
+
 }  // namespace ringleader

@@ -108,6 +108,15 @@ class GrpcJobService final : public v1::JobService::CallbackService {
   grpc::ServerUnaryReactor* GetLogs(grpc::CallbackServerContext* context,
                                     const v1::GetLogsRequest* request,
                                     v1::GetLogsResponse* response) override;
+  grpc::ServerUnaryReactor* DebugJob(grpc::CallbackServerContext* context,
+                                     const v1::DebugJobRequest* request,
+                                     v1::DebugJobResponse* response) override;
+  grpc::ServerUnaryReactor* RunDoctor(grpc::CallbackServerContext* context,
+                                      const v1::RunDoctorRequest* request,
+                                      v1::RunDoctorResponse* response) override;
+  grpc::ServerUnaryReactor* UncordonWorker(grpc::CallbackServerContext* context,
+                                           const v1::UncordonWorkerRequest* request,
+                                           v1::UncordonWorkerResponse* response) override;
 
  private:
   // OK when the call may go on; else the refusal (already counted).

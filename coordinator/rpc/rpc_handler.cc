@@ -1,9 +1,13 @@
 #include "coordinator/rpc/rpc_handler.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "common/job_spec.h"
+#include "common/status_macros.h"
 
 namespace ringleader {
 namespace {
@@ -163,6 +167,16 @@ void RpcHandler::KvGetMany(const v1::KvGetManyRequest& request, v1::KvGetManyRes
 absl::Status RpcHandler::ReportProgress(const v1::ReportProgressRequest& request,
                                         v1::ReportProgressResponse* response) {
   return Measured("ReportProgress", [&]() -> absl::Status {
+    if (request.has_trace()) {
+      RETURN_IF_ERROR(coordinator_->ReportTrace(
+          Attempt(request.job_id(), request.generation()), Rank(request.rank()),
+          {request.trace().begin(), request.trace().end()}));
+    }
+    if (request.has_preflight()) {
+      RETURN_IF_ERROR(coordinator_->ReportPreflight(
+          Attempt(request.job_id(), request.generation()), Rank(request.rank()),
+          request.preflight()));
+    }
     absl::StatusOr<Coordinator::StopSignal> stop = coordinator_->ReportProgress(
         Attempt(request.job_id(), request.generation()), Rank(request.rank()),
         {request.steps().begin(), request.steps().end()},
@@ -171,6 +185,7 @@ absl::Status RpcHandler::ReportProgress(const v1::ReportProgressRequest& request
     response->set_stop(stop->stop);
     response->set_stop_reason(stop->reason);
     response->set_steps_judged(stop->steps_judged);
+    response->set_send_trace(stop->send_trace);
     return absl::OkStatus();
   });
 }
@@ -178,12 +193,17 @@ absl::Status RpcHandler::ReportProgress(const v1::ReportProgressRequest& request
 absl::Status RpcHandler::FinishRank(const v1::FinishRankRequest& request,
                                     v1::FinishRankResponse*) {
   return Measured("FinishRank", [&]() -> absl::Status {
-    Coordinator::RankOutcome outcome{request.ok(), request.error(), request.checkpoint_path(),
-                                     request.job_error()};
-    if (request.has_peer()) {
-      outcome.peer = PeerBlame{request.peer_rank(),
-                               request.peer_address().substr(0, kMaxActivityDetailBytes)};
+    if (request.trace_size() > 0) {
+      // Kept for the hang report; an attempt already over refuses it, as FinishRank answers.
+      coordinator_->ReportTrace(Attempt(request.job_id(), request.generation()),
+                                Rank(request.rank()),
+                                {request.trace().begin(), request.trace().end()})
+          .IgnoreError();
     }
+    Coordinator::RankOutcome outcome{request.ok(), request.error(), request.checkpoint_path(),
+                                     request.failure()};
+    outcome.failure.set_peer_address(
+        outcome.failure.peer_address().substr(0, kMaxActivityDetailBytes));
     return coordinator_->FinishRank(Attempt(request.job_id(), request.generation()),
                                     Rank(request.rank()), outcome);
   });
@@ -256,6 +276,36 @@ void RpcHandler::GetLogs(const v1::GetLogsRequest& request, v1::GetLogsResponse*
       });
 }
 
+void RpcHandler::DebugJob(const v1::DebugJobRequest& request, v1::DebugJobResponse* response,
+                          StatusCallback done) {
+  done = Measured("DebugJob", std::move(done));
+  const JobId job(request.job_id());
+  absl::StatusOr<uint64_t> version = coordinator_->RequestTraces(job);
+  if (!version.ok()) return done(version.status());
+  const uint32_t wait_ms = request.wait_ms() == 0 ? 5000 : std::min(request.wait_ms(), 60000u);
+  AwaitTraces(job, *version, Deadline(wait_ms), response, std::move(done));
+}
+
+void RpcHandler::AwaitTraces(const JobId& job, uint64_t version, absl::Time deadline,
+                             v1::DebugJobResponse* response, StatusCallback done) {
+  absl::StatusOr<Coordinator::HangProgress> progress =
+      coordinator_->CollectHangReport(job, /*keep=*/false);
+  if (!progress.ok()) return done(progress.status());
+  if (progress->complete || coordinator_->clock()->Now() >= deadline) {
+    progress = coordinator_->CollectHangReport(job, /*keep=*/true);
+    if (!progress.ok()) return done(progress.status());
+    *response->mutable_report() = std::move(progress->report);
+    return done(absl::OkStatus());
+  }
+  coordinator_->WatchJobAsync(
+      job, version, deadline,
+      [this, job, deadline, response, done](absl::StatusOr<v1::JobStatus> status) {
+        if (!status.ok()) return done(status.status());
+        // The watch answers when the job moved (a ring arrived) or at the deadline.
+        AwaitTraces(job, status->version(), deadline, response, done);
+      });
+}
+
 absl::Status RpcHandler::ListJobs(const v1::ListJobsRequest& request,
                                   v1::ListJobsResponse* response) {
   return Measured("ListJobs", [&]() -> absl::Status {
@@ -290,6 +340,34 @@ absl::Status RpcHandler::ListWorkers(const v1::ListWorkersRequest& request,
     }
     for (v1::WorkerStatus& worker : page) *response->add_workers() = std::move(worker);
     if (more) response->set_next_page_token(response->workers().rbegin()->worker_id());
+    return absl::OkStatus();
+  });
+}
+
+void RpcHandler::RunDoctor(const v1::RunDoctorRequest& request, v1::RunDoctorResponse* response,
+                           StatusCallback done) {
+  done = Measured("RunDoctor", std::move(done));
+  Coordinator::DoctorRequest doctor;
+  doctor.workers.assign(request.workers().begin(), request.workers().end());
+  doctor.min_fraction =
+      request.has_min_fraction() ? request.min_fraction() : kDefaultPreflightMinFraction;
+  // 0: as long as the coordinator lets a call wait (its max_wait).
+  const absl::Time deadline = request.wait_timeout_ms() == 0
+                                  ? absl::InfiniteFuture()
+                                  : Deadline(request.wait_timeout_ms());
+  coordinator_->RunDoctorAsync(
+      std::move(doctor), deadline,
+      [response, done = std::move(done)](absl::StatusOr<v1::PreflightResult> result) {
+        if (!result.ok()) return done(result.status());
+        *response->mutable_result() = std::move(*result);
+        done(absl::OkStatus());
+      });
+}
+
+absl::Status RpcHandler::UncordonWorker(const v1::UncordonWorkerRequest& request,
+                                        v1::UncordonWorkerResponse* response) {
+  return Measured("UncordonWorker", [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(*response->mutable_worker(), coordinator_->UncordonWorker(request.worker()));
     return absl::OkStatus();
   });
 }

@@ -68,9 +68,21 @@ class RpcHandler {
   absl::Status ListWorkers(const v1::ListWorkersRequest& request,
                            v1::ListWorkersResponse* response);
   absl::Status CancelJob(const v1::CancelJobRequest& request, v1::CancelJobResponse* response);
+  // Long poll: answers when the check job ends; wait_timeout_ms 0 = the coordinator's max_wait.
+  void RunDoctor(const v1::RunDoctorRequest& request, v1::RunDoctorResponse* response,
+                 StatusCallback done);
+  absl::Status UncordonWorker(const v1::UncordonWorkerRequest& request,
+                              v1::UncordonWorkerResponse* response);
+  // Asks the ranks for their trace rings, waits for them (the job's version moves as each
+  // arrives) up to wait_ms, and answers the report (Coordinator::CollectHangReport, kept).
+  void DebugJob(const v1::DebugJobRequest& request, v1::DebugJobResponse* response,
+                StatusCallback done);
 
  private:
   absl::Time Deadline(uint32_t wait_timeout_ms) const;
+  // DebugJob's wait: answers once every rank sent its ring or at `deadline`.
+  void AwaitTraces(const JobId& job, uint64_t version, absl::Time deadline,
+                   v1::DebugJobResponse* response, StatusCallback done);
   // Runs a unary call's body and records it.
   template <typename Body>
   absl::Status Measured(absl::string_view method, Body body);

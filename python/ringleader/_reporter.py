@@ -8,6 +8,11 @@ limit of calls per second per rank, --max_reports_per_second: the refused call r
 nothing, the same batch goes again once the backoff has let the limit refill); FAILED_PRECONDITION
 (a stale generation: the attempt is over) and an answer with `stop` set `stop_reason`, which the
 watcher turns into JobStopped at the next optimizer step.
+
+With a collective trace (_trace.CollectiveTrace), every request carries how many collectives the
+rank issued and completed, an idle reporter sends an empty request every `keepalive_s` (so a rank
+blocked in a collective still answers), and an answer with `send_trace` set makes the thread
+send the ring at once (hang forensics: `ringleader debug`).
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ import os
 import sys
 import threading
 import time
+from typing import Any
 
 import grpc
 
@@ -53,7 +59,8 @@ class Reporter:
     def __init__(self, address: str, job_id: str, generation: int, rank: int, *,
                  min_interval_s: float = 0.25, max_queue: int = 4096, max_batch: int = 512,
                  rpc_timeout_s: float = 10.0, retry_for_s: float = 60.0,
-                 tls_dir: str = "", attempt_token: str = "") -> None:
+                 tls_dir: str = "", attempt_token: str = "", trace: Any = None,
+                 keepalive_s: float = 1.0) -> None:
         self.address = address
         self.job_id = job_id
         self.generation = generation
@@ -63,6 +70,9 @@ class Reporter:
         self._max_batch = max_batch
         self._rpc_timeout_s = rpc_timeout_s
         self._retry_for_s = retry_for_s
+        self._trace = trace
+        self._keepalive_s = keepalive_s
+        self._trace_wanted = False
 
         self._channel = _channel(address, tls_dir)
         # The attempt's credential (coordinator/core/attempt_tokens.h), on every call.
@@ -145,8 +155,7 @@ class Reporter:
         """One ReportProgress without reports (asks for stop / steps_judged). False when the
         coordinator could not be reached, or refused the poll as over its rate limit
         (RESOURCE_EXHAUSTED, not logged: poll again later)."""
-        request = pb.ReportProgressRequest(job_id=self.job_id, generation=self.generation,
-                                           rank=self.rank)
+        request = self._request([], [])
         try:
             response = self._stub.ReportProgress(request, timeout=self._rpc_timeout_s,
                                                     metadata=self._metadata)
@@ -178,10 +187,31 @@ class Reporter:
     def _run(self) -> None:
         while True:
             with self._cv:
-                while not self._queue and not self._closing:
-                    self._cv.wait()
+                idle_since = time.monotonic()
+                keepalive = False
+                while not self._queue and not self._closing and not self._trace_wanted:
+                    if self._trace is None:
+                        self._cv.wait()
+                        continue
+                    left = idle_since + self._keepalive_s - time.monotonic()
+                    if left <= 0:
+                        keepalive = True
+                        break
+                    self._cv.wait(left)
                 if self._closing and not self._queue:
                     return
+                if (keepalive or self._trace_wanted) and not self._queue:
+                    send_trace, self._trace_wanted = self._trace_wanted, False
+                    taken = []
+                else:
+                    send_trace = False
+                    taken = None
+            if taken is not None:  # a keepalive, or the ring the coordinator asked for
+                self._send([], [], send_trace=send_trace)
+                with self._cv:
+                    self._last_send = time.monotonic()
+                continue
+            with self._cv:
                 # Linger so that one RPC carries many steps, unless someone waits for them.
                 while not self._flushing and not self._closing:
                     left = self._last_send + self._min_interval_s - time.monotonic()
@@ -191,8 +221,9 @@ class Reporter:
                 taken = [self._queue.popleft()
                          for _ in range(min(len(self._queue), self._max_batch))]
                 epochs, self._epochs = self._epochs, []
+                send_trace, self._trace_wanted = self._trace_wanted, False
             batch = [report for report in taken if report is not None]
-            delivered = self._send(batch, epochs)
+            delivered = self._send(batch, epochs, send_trace=send_trace)
             with self._cv:
                 self._last_send = time.monotonic()
                 self.sent_batches += 1
@@ -201,9 +232,22 @@ class Reporter:
                 self._done += len(taken)
                 self._cv.notify_all()
 
-    def _send(self, batch: list[pb.StepReport], epochs: list[pb.EpochReport]) -> bool:
+    def _request(self, batch: list[pb.StepReport], epochs: list[pb.EpochReport],
+                 send_trace: bool = False) -> pb.ReportProgressRequest:
         request = pb.ReportProgressRequest(job_id=self.job_id, generation=self.generation,
                                            rank=self.rank, steps=batch, epochs=epochs)
+        if self._trace is not None:
+            # No phase: the launcher reports the rank's phase; these counts are the script's.
+            request.activity.collectives_issued = self._trace.issued
+            request.activity.collectives_completed = self._trace.completed
+            if send_trace:
+                request.has_trace = True
+                request.trace.extend(self._trace.entries())
+        return request
+
+    def _send(self, batch: list[pb.StepReport], epochs: list[pb.EpochReport],
+              send_trace: bool = False) -> bool:
+        request = self._request(batch, epochs, send_trace)
         give_up = time.monotonic() + self._retry_for_s
         backoff = 0.05
         while True:
@@ -225,6 +269,9 @@ class Reporter:
         with self._cv:
             if response.steps_judged > self._steps_judged:
                 self._steps_judged = response.steps_judged
+            if response.send_trace and self._trace is not None:
+                self._trace_wanted = True
+                self._cv.notify_all()
             if response.stop and self._stop_reason is None:
                 self._stop_reason = response.stop_reason or "the coordinator stopped this attempt"
 

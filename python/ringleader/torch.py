@@ -230,7 +230,7 @@ class Watcher:
         if env is None:
             return
 
-        from ringleader import _reporter  # grpc is needed only inside ringleader
+        from ringleader import _reporter, _trace  # grpc is needed only inside ringleader
         from ringleader._proto import ringleader_pb2
 
         self._pb = ringleader_pb2
@@ -263,8 +263,12 @@ class Watcher:
         self._drift_buffers: tuple[torch.Tensor, torch.Tensor] | None = None
         self._lock = threading.Lock()
 
+        # The ring of this rank's bucket collectives (hang forensics; arrival times per step).
+        self._trace = _trace.CollectiveTrace()
+        self._first_collective = 0  # the trace sequence number of this step's first bucket
         self._reporter = _reporter.Reporter(env.coordinator, env.job_id, env.generation, env.rank,
-                                            tls_dir=env.tls_dir, attempt_token=env.attempt_token)
+                                            tls_dir=env.tls_dir, attempt_token=env.attempt_token,
+                                            trace=self._trace)
 
         if self._is_ddp:
             if getattr(model, "_ringleader_watched", False):
@@ -400,6 +404,9 @@ class Watcher:
         self._local_norms.append(_squared_norm(buffer))
         self._fingerprints.append(("allreduce", bucket.index(), buffer.numel(),
                                    _dtype_name(buffer.dtype)))
+        sequence = self._trace.add("all_reduce", _dtype_name(buffer.dtype),
+                                   buffer.numel() * buffer.element_size(), bucket.index(),
+                                   self._step + 1)
         if self._inner_hook is None:
             # default_hooks.allreduce_hook, inlined (one future, one Python callback and the
             # dist.all_reduce wrapper fewer): the same division by the group size, then the
@@ -409,13 +416,18 @@ class Watcher:
             fut = group.allreduce([buffer]).get_future()
         else:
             fut = self._inner_hook(state, bucket)
-        return fut.then(self._on_reduced)
+        return fut.then(lambda done: self._on_reduced(done, sequence))
 
-    def _on_reduced(self, fut: torch.futures.Future[Any]) -> torch.Tensor:
+    def _on_reduced(self, fut: torch.futures.Future[Any], sequence: int) -> torch.Tensor:
         # Runs on the communication thread: only a timestamp here; the norm of the result is
         # taken when the step closes (it stays in the bucket until the next backward). DDP
         # waits for this future before backward() returns, so it lands in this step.
-        value = fut.value()
+        try:
+            value = fut.value()
+        except Exception:
+            self._trace.finish(sequence, ok=False)
+            raise
+        self._trace.finish(sequence, ok=True)
         tensor = value[0] if isinstance(value, (list, tuple)) else value
         self._reduced.append(tensor)
         self._t_last_done = time.perf_counter()
@@ -481,6 +493,13 @@ class Watcher:
             collective_digest=_digest.collective_digest(fingerprints) if fingerprints else 0,
             collectives=len(fingerprints), total_steps=max(self.total_steps, 0),
             checkpoint_written=checkpoint)
+        if fingerprints:
+            # How long each bucket took from ready to reduced on this rank: the coordinator's
+            # arrival evidence (the rank whose buckets are ready last waits least).
+            report.collective_times.first_sequence = self._first_collective
+            report.collective_times.duration_us.extend(
+                self._trace.durations_us(self._first_collective))
+        self._first_collective = self._trace.issued
         if self._resume is not None:
             resumed_step, path, skipped = self._resume
             self._resume = None

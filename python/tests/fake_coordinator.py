@@ -39,6 +39,8 @@ class JobConfig:
     fail_count: int = 0
     # Report steps_judged at all (False: the judge never gets there).
     judge: bool = True
+    # Answer send_trace (hang forensics) until a rank sent its ring.
+    want_trace: bool = False
 
 
 @dataclasses.dataclass
@@ -132,9 +134,12 @@ class FakeCoordinator:
                 if bad:
                     ranks = ", ".join(str(r) for r in sorted(job.unsynced[bad[0]]))
                     job.stop_reason = config.stop_on_unsynced % (bad[0], ranks)
+            if request.has_trace:
+                config.want_trace = False
             return pb.ReportProgressResponse(stop=job.stop_reason is not None,
                                              stop_reason=job.stop_reason or "",
-                                             steps_judged=judged)
+                                             steps_judged=judged,
+                                             send_trace=config.want_trace)
 
 
 def main() -> None:

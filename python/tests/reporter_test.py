@@ -2,6 +2,7 @@
 coordinator."""
 from __future__ import annotations
 
+import time
 import unittest
 
 import grpc
@@ -10,6 +11,7 @@ from fake_coordinator import FakeCoordinator
 from ringleader import _digest, _env
 from ringleader._proto import ringleader_pb2 as pb
 from ringleader._reporter import Reporter
+from ringleader._trace import CollectiveTrace
 
 
 class ReporterTest(unittest.TestCase):
@@ -53,6 +55,36 @@ class ReporterTest(unittest.TestCase):
                          [(0, 0.75), (1, 0.8)])
         self.assertEqual([s.step for s in self.fake.steps("epochs", 0)], [1])
         self.assertEqual(reporter.dropped, 0)
+
+    def test_an_idle_rank_keeps_alive_and_sends_its_ring_when_asked(self) -> None:
+        # A script blocked in a collective adds no reports: the keepalive carries its counts,
+        # and the answer asking for the ring makes the next request carry it.
+        self.fake.configure("trace", world_size=1, want_trace=True)
+        trace = CollectiveTrace(capacity=3)
+        for bucket in range(4):
+            trace.add("all_reduce", "fp32", 4096, bucket, step=5)
+        trace.finish(0, ok=True)
+        trace.finish(2, ok=True)
+        trace.finish(3, ok=False)
+        self.reporter("trace", trace=trace, keepalive_s=0.05)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(
+                r.has_trace for r in self.fake.requests("trace")):
+            time.sleep(0.01)
+        requests = self.fake.requests("trace")
+        sent = [r for r in requests if r.has_trace]
+        self.assertEqual(len(sent), 1)
+        self.assertFalse(requests[0].has_trace)  # the first keepalive was answered "send it"
+        self.assertEqual(requests[0].activity.collectives_issued, 4)
+        self.assertEqual(requests[0].activity.collectives_completed, 1)  # #1 is not done
+        self.assertEqual([(e.sequence, e.bucket, e.state) for e in sent[0].trace],
+                         [(1, 1, pb.CollectiveTraceEntry.ENQUEUED),
+                          (2, 2, pb.CollectiveTraceEntry.COMPLETED),
+                          (3, 3, pb.CollectiveTraceEntry.FAILED)])  # the ring keeps 3
+        self.assertEqual(trace.durations_us(2), [e.completed_us - e.enqueued_us
+                                                 for e in sent[0].trace[1:]])
+        self.assertEqual(trace.durations_us(1), [])  # #1 is not done
+        self.assertEqual(trace.durations_us(0), [])  # evicted
 
     def test_unavailable_is_retried(self) -> None:
         self.fake.configure("flaky", world_size=1, fail_code=grpc.StatusCode.UNAVAILABLE,

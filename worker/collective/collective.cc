@@ -38,4 +38,22 @@ const char* ReduceOpName(ReduceOp op) {
   return "?";  // unreachable
 }
 
+const char* CollectiveKindName(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kNone:
+      return "nothing";
+    case CollectiveKind::kAllReduce:
+      return "allreduce";
+    case CollectiveKind::kBroadcast:
+      return "broadcast";
+    case CollectiveKind::kAllGather:
+      return "allgather";
+    case CollectiveKind::kReduceScatter:
+      return "reducescatter";
+    case CollectiveKind::kBarrier:
+      return "barrier";
+  }
+  return "unknown";
+}
+
 }  // namespace ringleader

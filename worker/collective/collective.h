@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -36,6 +37,18 @@ enum class RendezvousStage { kExchangingAddresses, kConnecting };
 using RendezvousProgress = std::function<void(RendezvousStage stage, const std::string& detail)>;
 
 enum class DataType { kFloat32, kBFloat16, kUInt8 };
+
+// What a collective does (the numbers are those of the wire records and of
+// v1::CollectiveOp).
+enum class CollectiveKind : uint32_t {
+  kNone = 0,  // padding in the ledger's record exchange: "this rank issued nothing here"
+  kAllReduce = 1,
+  kBroadcast = 2,
+  kAllGather = 3,
+  kReduceScatter = 4,
+  kBarrier = 5,
+};
+const char* CollectiveKindName(CollectiveKind kind);
 enum class ReduceOp { kSum, kAvg, kMax };
 enum class MemoryKind { kHost, kDevice };
 
@@ -70,6 +83,10 @@ class Work {
   virtual bool IsDone() const = 0;
   // How long the operation itself ran (zero until done).
   virtual absl::Duration Duration() const = 0;
+  // When the backend started running the operation on this rank (from then on it waits for
+  // its peers or transfers), on the backend's clock, for hang forensics. nullopt: not started
+  // yet, or the backend cannot tell (NCCL runs it on a stream).
+  virtual std::optional<absl::Time> StartTime() const { return std::nullopt; }
 };
 
 // One rank's view of a communicator. Owned by the rank process; methods may be called from any

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -17,9 +18,19 @@
 
 namespace ringleader {
 
-// A Work whose backend calls Finish once (from any thread); Wait blocks until then.
+// A Work whose backend calls Start when it begins running it (optional) and Finish once (from
+// any thread); Wait blocks until Finish.
 class FinishableWork : public Work {
  public:
+  std::optional<absl::Time> StartTime() const override {
+    absl::MutexLock lock(&mu_);
+    return start_;
+  }
+  // The backend begins running the operation at `at` (its clock).
+  void Start(absl::Time at) {
+    absl::MutexLock lock(&mu_);
+    start_ = at;
+  }
   absl::Status Wait() override {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(&done_));
@@ -42,6 +53,7 @@ class FinishableWork : public Work {
 
  private:
   mutable absl::Mutex mu_;
+  std::optional<absl::Time> start_ ABSL_GUARDED_BY(mu_);
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   absl::Duration duration_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();

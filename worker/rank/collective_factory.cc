@@ -1,5 +1,6 @@
 #include "worker/rank/collective_factory.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -53,6 +54,24 @@ CollectiveFactory MakeCollectiveFactory(CoordinatorClient* client, const GlooOpt
     options.collective_timeout = collective_timeout;
     options.on_progress = progress;
     return CreateGlooCollective(store, prefix, rank, world_size, options);
+  };
+}
+
+PairCollectiveFactory MakePreflightPairFactory(CoordinatorClient* client,
+                                               const v1::Assignment& assignment,
+                                               const GlooOptions& gloo) {
+  return [client, assignment, gloo](const std::string& pair_prefix,
+                                    int rank) -> absl::StatusOr<std::unique_ptr<Collective>> {
+    auto store = std::make_shared<CoordinatorKeyValueStore>(client, assignment.job_id(),
+                                                            assignment.generation());
+    GlooOptions options = gloo;
+    options.collective_timeout = absl::Milliseconds(assignment.spec().collective_timeout_ms());
+    options.rendezvous_timeout = std::min(options.rendezvous_timeout, options.collective_timeout);
+    options.comm_threads = 1;
+    return CreateGlooCollective(
+        std::move(store),
+        absl::StrCat(assignment.job_id(), "/", assignment.generation(), "/", pair_prefix), rank,
+        2, options);
   };
 }
 

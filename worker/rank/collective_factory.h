@@ -11,6 +11,7 @@
 
 #include "worker/collective/gloo/gloo_collective.h"
 #include "worker/coordinator_client/coordinator_client.h"
+#include "worker/rank/preflight_check.h"
 #include "worker/rank/training_loop.h"
 
 namespace ringleader {
@@ -19,6 +20,14 @@ namespace ringleader {
 // replaced by the spec's collective_timeout_ms; gloo.rendezvous_timeout also bounds NCCL's
 // communicator creation.
 CollectiveFactory MakeCollectiveFactory(CoordinatorClient* client, const GlooOptions& gloo);
+
+// The pairs of `assignment`'s pre-flight check (preflight_check.h): gloo over TCP (never shared
+// memory: the check measures the network) under "<job>/<generation>/<pair prefix>", with the
+// spec's collective timeout, its rendezvous bounded by it too (a partner that is gone fails
+// its pair, not the check).
+PairCollectiveFactory MakePreflightPairFactory(CoordinatorClient* client,
+                                               const v1::Assignment& assignment,
+                                               const GlooOptions& gloo);
 
 }  // namespace ringleader
 

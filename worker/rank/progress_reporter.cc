@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/rank_failure.h"
 
 namespace ringleader {
 
@@ -26,9 +27,11 @@ bool IsRetriedReportError(const absl::Status& status) {
 namespace {
 
 absl::Status StopStatus(const v1::ReportProgressResponse& response) {
-  return absl::AbortedError(absl::StrCat(
-      "stopped by the coordinator: ",
-      response.stop_reason().empty() ? "the attempt is over" : response.stop_reason()));
+  return WithFailureKind(
+      absl::AbortedError(absl::StrCat(
+          "stopped by the coordinator: ",
+          response.stop_reason().empty() ? "the attempt is over" : response.stop_reason())),
+      v1::RankFailure::STOPPED);
 }
 
 }  // namespace
@@ -147,10 +150,11 @@ void ProgressReporter::SenderLoop() {
   for (;;) {
     Batch batch;
     int64_t attempt = 0;
+    bool send_trace = false;
     {
       absl::MutexLock lock(&mu_);
       bool keepalive = false;
-      while (!shutting_down_ && terminal_.ok() && !BatchDueLocked()) {
+      while (!shutting_down_ && terminal_.ok() && !BatchDueLocked() && !trace_wanted_) {
         if (steps_.empty() && epochs_.empty()) {
           if (options_.keepalive_interval <= absl::ZeroDuration()) {
             wake_.Wait(&mu_);
@@ -167,6 +171,8 @@ void ProgressReporter::SenderLoop() {
       if (shutting_down_ || !terminal_.ok()) return;
       if (!keepalive) batch = TakeBatchLocked();
       attempt = ++attempts_started_;
+      send_trace = trace_wanted_;
+      trace_wanted_ = false;
     }
 
     v1::ReportProgressRequest request;
@@ -176,6 +182,10 @@ void ProgressReporter::SenderLoop() {
     for (const QueuedStep& step : batch.steps) *request.add_steps() = step.report;
     for (const QueuedEpoch& epoch : batch.epochs) *request.add_epochs() = epoch.report;
     if (options_.activity) *request.mutable_activity() = options_.activity();
+    if (send_trace) {
+      request.set_has_trace(true);
+      for (v1::CollectiveTraceEntry& e : options_.trace()) *request.add_trace() = std::move(e);
+    }
     const absl::StatusOr<v1::ReportProgressResponse> answer = client_->ReportProgress(request);
 
     std::vector<std::string> logs;
@@ -245,6 +255,8 @@ void ProgressReporter::RecordLocked(const absl::StatusOr<v1::ReportProgressRespo
     }
     drop_streak_logged_ = false;
     rate_limit_logged_ = false;
+    // The coordinator wants the trace ring: the sender goes round again at once.
+    if (answer->send_trace() && options_.trace) trace_wanted_ = true;
     if (answer->stop()) {
       stopped_by_coordinator_ = true;
       EndLocked(StopStatus(*answer));

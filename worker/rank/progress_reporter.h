@@ -128,6 +128,11 @@ struct ProgressReporterOptions {
   // Where the rank is now, sent with every ReportProgress (keepalives included); called on the
   // sender thread, so it must be thread-safe (RankActivityTracker::Current). Empty = not said.
   std::function<v1::RankActivity()> activity;
+  // The rank's collective trace ring, oldest first (hang forensics), sent with the report that
+  // follows an answer asking for it (ReportProgressResponse.send_trace): the sender sends that
+  // report at once, with whatever is queued. Called on the sender thread, so it must be
+  // thread-safe. Empty = never sent.
+  std::function<std::vector<v1::CollectiveTraceEntry>()> trace;
   // Test hook: called on the sender thread after each ReportProgress attempt's result has been
   // recorded (a stop or an error is visible to Add* by then), with the call's status.
   // Empty = nothing.
@@ -162,7 +167,8 @@ class ProgressReporter {
 
   // OK while reporting goes on; else what Add*/Flush return.
   absl::Status status() const;
-  // True once an answer said stop (status() is then ABORTED "stopped by the coordinator: ...").
+  // True once an answer said stop (status() is then ABORTED "stopped by the coordinator: ...",
+  // with a RankFailure STOPPED payload: common/rank_failure.h).
   bool stopped_by_coordinator() const;
   // Batches the coordinator accepted so far (for tests and logs).
   int batches_sent() const;
@@ -224,6 +230,7 @@ class ProgressReporter {
   // Flush: while `flushing_`, reports numbered below `flush_target_` are due at once; attempts
   // numbered from `flush_first_attempt_` on report a transient failure in `flush_error_`.
   bool flushing_ ABSL_GUARDED_BY(mu_) = false;
+  bool trace_wanted_ ABSL_GUARDED_BY(mu_) = false;  // the last answer asked for the trace
   uint64_t flush_target_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t flush_first_attempt_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status flush_error_ ABSL_GUARDED_BY(mu_);

@@ -27,12 +27,14 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "proto/ringleader.pb.h"
+#include "common/job_spec.h"
 #include "common/tls/tls_credentials.h"
 #include "worker/collective/gloo/gloo_collective.h"
 #include "worker/coordinator_client/coordinator_key_value_store.h"
 #include "worker/coordinator_client/grpc_coordinator_client.h"
 #include "worker/launcher/command_rank.h"
 #include "worker/rank/collective_factory.h"
+#include "worker/rank/preflight_rank.h"
 #include "worker/rank/training_loop.h"
 #include "worker/trainer/cpu_math.h"
 
@@ -168,8 +170,19 @@ int Main(int argc, char** argv) {
   }
   SetCpuMathThreads(absl::GetFlag(FLAGS_blas_threads));
 
+  if (assignment.spec().model().kind() == kPreflightModelKind) {
+    PreflightRankOptions preflight;
+    preflight.worker_id = absl::GetFlag(FLAGS_worker_id);
+    preflight.make_pair = MakePreflightPairFactory(client.get(), assignment, gloo);
+    preflight.check.timeout = absl::Milliseconds(assignment.spec().collective_timeout_ms());
+    preflight.coordinator_grace = absl::GetFlag(FLAGS_coordinator_grace);
+    const PreflightRankResult checked = RunPreflightRank(assignment, client.get(), preflight);
+    return Finish(RankRunResult{checked.status, {}, checked.finish_reported});
+  }
+
   TrainingLoopOptions options;
   options.worker_id = absl::GetFlag(FLAGS_worker_id);
+  options.make_preflight_pair = MakePreflightPairFactory(client.get(), assignment, gloo);
   options.victim_report_delay = absl::GetFlag(FLAGS_victim_report_delay);
   options.coordinator_grace = absl::GetFlag(FLAGS_coordinator_grace);
   // Tells the coordinator this process is alive even while it is blocked in a collective, so a

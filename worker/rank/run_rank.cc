@@ -9,6 +9,7 @@
 #include "common/rank_failure.h"
 #include "worker/rank/finish_report.h"
 #include "worker/rank/progress_reporter.h"
+#include "worker/rank/trace_report.h"
 #include "worker/rank/training_loop.h"
 
 namespace ringleader {
@@ -56,8 +57,12 @@ absl::StatusOr<TrainingOutcome> TrainCatchingOutOfMemory(const v1::Assignment& a
 RankRunResult RunRank(const v1::Assignment& assignment, CoordinatorClient* client,
                       const TrainingLoopOptions& options) {
   RankRunResult result;
-  absl::StatusOr<TrainingOutcome> outcome =
-      TrainCatchingOutOfMemory(assignment, client, options);
+  // The rank's collective ring, sent with a failure (hang forensics: the coordinator says
+  // where every rank was when a collective timed out).
+  CollectiveTrace trace(options.clock);
+  TrainingLoopOptions traced = options;
+  if (traced.trace == nullptr) traced.trace = &trace;
+  absl::StatusOr<TrainingOutcome> outcome = TrainCatchingOutOfMemory(assignment, client, traced);
   result.status = outcome.status();
   if (outcome.ok()) result.outcome = *outcome;
   // A consequence of a peer's failure (rank_failure.h): the peer gets to report first.
@@ -76,6 +81,9 @@ RankRunResult RunRank(const v1::Assignment& assignment, CoordinatorClient* clien
     // Its kind as the code that detected it said, with the peer, step and collective where
     // known: a JOB_ERROR is not restarted; a peer's failure waits for the peer's own report.
     *request.mutable_failure() = failure;
+    for (v1::CollectiveTraceEntry& e : TraceToProto(traced.trace->Snapshot())) {
+      *request.add_trace() = std::move(e);
+    }
   }
   if (outcome.ok()) request.set_checkpoint_path(outcome->checkpoint_path);
   // The client retried UNAVAILABLE for a few seconds already; a coordinator restarting

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/rank_failure.h"
 #include "common/status_macros.h"
 #include "worker/sync/buffer_sync.h"
 #include "worker/sync/drift.h"
@@ -17,11 +18,15 @@ namespace {
 
 double Milliseconds(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
+// The most collectives of one step whose times go into its report (proto: CollectiveTimes).
+constexpr size_t kMaxTimedCollectives = 256;
+
 }  // namespace
 
 StepRunner::StepRunner(const v1::JobSpec& spec, uint32_t rank, const ParameterPlan& plan,
                        ModelRunner* runner, Collective* comm, SyncStrategy* strategy,
-                       Clock* clock, std::function<void(absl::Duration)> sleep)
+                       Clock* clock, std::function<void(absl::Duration)> sleep,
+                       CollectiveTrace* trace)
     : spec_(spec),
       plan_(plan),
       runner_(runner),
@@ -30,7 +35,8 @@ StepRunner::StepRunner(const v1::JobSpec& spec, uint32_t rank, const ParameterPl
       clock_(clock),
       collective_timeout_(absl::Milliseconds(spec.collective_timeout_ms())),
       rank_(rank),
-      sleep_(sleep ? std::move(sleep) : [](absl::Duration d) { absl::SleepFor(d); }) {}
+      sleep_(sleep ? std::move(sleep) : [](absl::Duration d) { absl::SleepFor(d); }),
+      trace_(trace) {}
 
 absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch,
                              const Dataset& train, const std::vector<size_t>& indices, size_t first,
@@ -43,6 +49,11 @@ absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch
   const bool slow = faults.slow_ms() > 0 && faults.slow_rank() == rank;
   const bool nan_loss = faults.nan_loss_at_step() > 0 && faults.nan_loss_rank() == rank &&
                         step >= faults.nan_loss_at_step();
+  uint64_t first_collective = 0;
+  if (trace_ != nullptr) {
+    trace_->SetStep(step);
+    first_collective = trace_->issued();
+  }
   RETURN_IF_ERROR(strategy_->BeginStep());
   const uint64_t gathers_before = strategy_->parameter_gathers();
 
@@ -69,8 +80,10 @@ absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch
       report->set_total_steps(total_steps);
       report->set_epoch(epoch);
       report->set_loss(loss);
-      return absl::FailedPreconditionError(
-          absl::StrCat("loss is ", loss, ": training diverged (lower optimizer.learning_rate)"));
+      return WithFailureKind(absl::FailedPreconditionError(absl::StrCat(
+                                 "loss is ", loss,
+                                 ": training diverged (lower optimizer.learning_rate)")),
+                             v1::RankFailure::JOB_ERROR);
     }
     loss_sum += loss;
     RETURN_IF_ERROR(strategy_->FinishMicroBatch(sync));
@@ -103,6 +116,14 @@ absl::Status StepRunner::Run(uint64_t step, uint64_t total_steps, uint32_t epoch
   // fsdp: the step's parameter gathers (forward and backward) count too.
   const uint64_t gathers = strategy_->parameter_gathers() - gathers_before;
   report->set_collectives(static_cast<uint32_t>(stats.collectives + gathers));
+  if (trace_ != nullptr) {
+    v1::CollectiveTimes* times = report->mutable_collective_times();
+    times->set_first_sequence(first_collective);
+    for (absl::Duration d : trace_->DurationsSince(first_collective, kMaxTimedCollectives)) {
+      times->add_duration_us(static_cast<uint32_t>(
+          std::min<int64_t>(absl::ToInt64Microseconds(d), std::numeric_limits<uint32_t>::max())));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -22,6 +22,7 @@
 #include "common/clock.h"
 #include "proto/ringleader.pb.h"
 #include "worker/collective/collective.h"
+#include "worker/collective/traced_collective.h"
 #include "worker/data/dataset.h"
 #include "worker/rank/model_runner.h"
 #include "worker/rank/parameter_plan.h"
@@ -34,10 +35,12 @@ class StepRunner {
   // Nothing is owned; all must outlive the StepRunner. `spec` has its defaults applied; `rank`
   // is this rank (for the step faults: slow_rank, nan_loss_rank). `strategy` is connected
   // (SyncStrategy::Connect) to `runner` and `comm`. `sleep` performs slow_ms (empty =
-  // absl::SleepFor).
+  // absl::SleepFor). `trace` (may be null) records `comm`'s operations: each step's are then
+  // put in the report's collective_times.
   StepRunner(const v1::JobSpec& spec, uint32_t rank, const ParameterPlan& plan,
              ModelRunner* runner, Collective* comm, SyncStrategy* strategy, Clock* clock,
-             std::function<void(absl::Duration)> sleep = nullptr);
+             std::function<void(absl::Duration)> sleep = nullptr,
+             CollectiveTrace* trace = nullptr);
 
   // Step `step` (1-based) of `total_steps`, in `epoch`, on the K = gradient_accumulation_steps
   // micro-batches of `batch_size` examples of `train` starting at indices[first]. Fills the
@@ -62,6 +65,7 @@ class StepRunner {
   const absl::Duration collective_timeout_;
   const uint32_t rank_;
   const std::function<void(absl::Duration)> sleep_;
+  CollectiveTrace* const trace_;
   std::vector<float> x_;  // the micro-batch, reused across steps
   std::vector<int32_t> y_;
 };

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/job_spec.h"
+#include "common/rank_failure.h"
 #include "common/spec_kinds.h"
 #include "common/status_macros.h"
 #include "worker/coordinator_client/coordinator_key_value_store.h"
@@ -21,14 +22,17 @@
 #include "worker/rank/checkpoint_writer.h"
 #include "worker/rank/cpu_model_runner.h"
 #include "worker/rank/evaluation.h"
+#include "worker/rank/failure_context.h"
 #include "worker/rank/gpu/gpu_model_runner.h"
 #include "worker/rank/heap_usage.h"
 #include "worker/rank/job_data.h"
 #include "worker/rank/parameter_plan.h"
+#include "worker/rank/preflight_rank.h"
 #include "worker/rank/rank_activity.h"
 #include "worker/rank/resume.h"
 #include "worker/rank/starting_state.h"
 #include "worker/rank/step_runner.h"
+#include "worker/rank/trace_report.h"
 #include "worker/strategy/sync_strategy.h"
 #include "worker/sync/buffer_sync.h"
 #include "worker/trainer/mlp.h"
@@ -40,6 +44,16 @@ namespace {
 absl::Status Annotate(const absl::Status& status, const std::string& where) {
   if (status.ok()) return status;
   return WithPrefix(status, absl::StrCat(where, ": "));
+}
+
+// A check of the job spec failed: the job's fault (an inner kind, if any, stays).
+absl::Status JobError(const absl::Status& status) {
+  return WithFailureKind(status, v1::RankFailure::JOB_ERROR);
+}
+
+// Writing a checkpoint failed: an I/O error unless the failure already has its kind (a peer).
+absl::Status CheckpointError(const absl::Status& status) {
+  return WithFailureKind(status, v1::RankFailure::IO_ERROR);
 }
 
 absl::Status DefaultCrash(uint64_t step) {
@@ -61,16 +75,25 @@ class RankTrainer {
         clock_(options.clock ? options.clock : Clock::Real()),
         rank_(assignment.rank()),
         world_(assignment.world_size()),
+        own_trace_(clock_),
+        trace_(options.trace != nullptr ? options.trace : &own_trace_),
         activity_(clock_) {}
 
   absl::StatusOr<TrainingOutcome> Run() {
     RETURN_IF_ERROR(Annotate(Join(), absl::StrCat("rank ", rank_, ": joining")));
     StartReporting();
+    if (spec_.checks().preflight()) {
+      Enter(v1::RANK_PHASE_STARTING, "pre-flight check");
+      RETURN_IF_ERROR(
+          Annotate(PassPreflight(assignment_, client_, PreflightOptions()),
+                   absl::StrCat("rank ", rank_, ": pre-flight check")));
+    }
     RETURN_IF_ERROR(Annotate(Setup(), absl::StrCat("rank ", rank_, ": setting up")));
     absl::Status trained = Train();
     if (trained.ok()) {
       // final.ckpt's state, gathered while the collective is still open (sharded strategies).
-      trained = Annotate(writer_->PrepareFinal(), absl::StrCat("rank ", rank_, ": checkpoint"));
+      trained = Annotate(CheckpointError(writer_->PrepareFinal()),
+                         absl::StrCat("rank ", rank_, ": checkpoint"));
     }
     if (trained.ok()) {
       outcome_.momentum_elements = runner_->momentum_elements();
@@ -88,17 +111,18 @@ class RankTrainer {
       // step earlier and abort its collectives under this rank. Once this rank's own reports
       // have been answered with stop, that stop is the cause of whatever failed here.
       if (reporter_->stopped_by_coordinator() && trained.code() != absl::StatusCode::kAborted) {
-        return absl::AbortedError(absl::StrCat("rank ", rank_, ": ",
-                                               reporter_->status().message(),
-                                               " (this rank then failed: ", trained.message(),
-                                               ")"));
+        // The reporter's status carries its STOPPED failure (progress_reporter.h).
+        return WithMessage(reporter_->status(),
+                           absl::StrCat("rank ", rank_, ": ", reporter_->status().message(),
+                                        " (this rank then failed: ", trained.message(), ")"));
       }
-      return trained;
+      return AddRankFailure(trained, FailureContext(trace_->Snapshot(), current_step_));
     }
     // The final reports reach the coordinator before RunRank's FinishRank.
     activity_.SetDetail("delivering the last reports");
     RETURN_IF_ERROR(Annotate(FlushWithinGrace(), absl::StrCat("rank ", rank_, ": reporting")));
-    RETURN_IF_ERROR(Annotate(WriteFinalCheckpoint(), absl::StrCat("rank ", rank_, ": checkpoint")));
+    RETURN_IF_ERROR(Annotate(CheckpointError(WriteFinalCheckpoint()),
+                             absl::StrCat("rank ", rank_, ": checkpoint")));
     Log(absl::StrFormat("rank %d finished: %d steps, final loss %.4f%s", rank_, outcome_.steps,
                         outcome_.final_loss,
                         outcome_.checkpoint_path.empty()
@@ -112,10 +136,26 @@ class RankTrainer {
   void StartReporting() {
     ProgressReporterOptions reporting = options_.reporting;
     if (!reporting.log) reporting.log = options_.log;
-    reporting.activity = [this] { return activity_.Current(); };
+    reporting.activity = [this] {
+      v1::RankActivity activity = activity_.Current();
+      activity.set_collectives_issued(trace_->issued());
+      activity.set_collectives_completed(trace_->completed());
+      return activity;
+    };
+    reporting.trace = [this] { return TraceToProto(trace_->Snapshot()); };
     Enter(v1::RANK_PHASE_STARTING);
     reporter_ = std::make_unique<ProgressReporter>(
         client_, assignment_.job_id(), assignment_.generation(), rank_, std::move(reporting));
+  }
+
+  // The check before training (checks.preflight): its pairs' operations time out as the job's.
+  PreflightRankOptions PreflightOptions() const {
+    PreflightRankOptions preflight;
+    preflight.worker_id = options_.worker_id;
+    preflight.make_pair = options_.make_preflight_pair;
+    preflight.check.timeout = absl::Milliseconds(spec_.collective_timeout_ms());
+    preflight.check.clock = clock_;
+    return preflight;
   }
 
   // Enters `phase`; the pause fault (spec.model.faults.pause_*) holds this rank there.
@@ -188,16 +228,16 @@ class RankTrainer {
 
   absl::Status Setup() {
     if (world_ < 1 || rank_ >= world_) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("assignment: rank ", rank_, " is outside world size ", world_));
+      return JobError(absl::InvalidArgumentError(
+          absl::StrCat("assignment: rank ", rank_, " is outside world size ", world_)));
     }
     if (spec_.model().kind() != "mlp") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("model.kind: '", spec_.model().kind(), "' is not supported (mlp)"));
+      return JobError(absl::InvalidArgumentError(
+          absl::StrCat("model.kind: '", spec_.model().kind(), "' is not supported (mlp)")));
     }
     if (spec_.optimizer().kind() != "sgd") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("optimizer.kind: '", spec_.optimizer().kind(), "' is not supported (sgd)"));
+      return JobError(absl::InvalidArgumentError(absl::StrCat(
+          "optimizer.kind: '", spec_.optimizer().kind(), "' is not supported (sgd)")));
     }
     if (!options_.make_collective) {
       return absl::InvalidArgumentError("no collective factory configured");
@@ -210,9 +250,11 @@ class RankTrainer {
     MlpOptions mlp_options;
     mlp_options.with_buffers = spec_.model().with_buffers();
     auto model = std::make_unique<Mlp>(layers, spec_.seed(), mlp_options);
-    RETURN_IF_ERROR(Annotate(model->CheckCompatible(data_.train), "training data"));
-    RETURN_IF_ERROR(Annotate(model->CheckCompatible(data_.test), "test data"));
-    ASSIGN_OR_RETURN(plan_, PlanParameters(spec_, rank_, model->parameters()));
+    RETURN_IF_ERROR(JobError(Annotate(model->CheckCompatible(data_.train), "training data")));
+    RETURN_IF_ERROR(JobError(Annotate(model->CheckCompatible(data_.test), "test data")));
+    absl::StatusOr<ParameterPlan> plan = PlanParameters(spec_, rank_, model->parameters());
+    RETURN_IF_ERROR(JobError(plan.status()));
+    plan_ = *std::move(plan);
     collective_timeout_ = absl::Milliseconds(spec_.collective_timeout_ms());
     // The strategy plans which rank owns what (worker/strategy/sync_strategy.h).
     StrategyContext strategy_context;
@@ -223,11 +265,13 @@ class RankTrainer {
     strategy_context.model_layers = layers.size() - 1;
     strategy_context.clock = clock_;
     strategy_context.timeout = collective_timeout_;
-    ASSIGN_OR_RETURN(strategy_, CreateSyncStrategy(strategy_context));
+    absl::StatusOr<std::unique_ptr<SyncStrategy>> strategy = CreateSyncStrategy(strategy_context);
+    RETURN_IF_ERROR(JobError(strategy.status()));
+    strategy_ = *std::move(strategy);
     // NCCL cannot carry bool buffers: refused before any GPU or collective work.
     if (spec_.sync().broadcast_buffers()) {
-      RETURN_IF_ERROR(CheckBuffersForBackend(spec_.backend(), model->buffers(),
-                                             spec_.sync().ignore_bool_buffers()));
+      RETURN_IF_ERROR(JobError(CheckBuffersForBackend(spec_.backend(), model->buffers(),
+                                                      spec_.sync().ignore_bool_buffers())));
     }
 
     SgdOptions sgd;
@@ -236,7 +280,7 @@ class RankTrainer {
     sgd.dampening = spec_.optimizer().dampening();
     sgd.weight_decay = spec_.optimizer().weight_decay();
     sgd.nesterov = spec_.optimizer().nesterov();
-    RETURN_IF_ERROR(ValidateSgdOptions(sgd));
+    RETURN_IF_ERROR(JobError(ValidateSgdOptions(sgd)));
     // A restarted attempt resumes from the checkpoint rank 0 chose: parameters and buffers go
     // into the host model before the runner copies it, the optimizer's state after.
     CoordinatorKeyValueStoreOptions store_options;
@@ -282,12 +326,14 @@ class RankTrainer {
         Enter(v1::RANK_PHASE_RENDEZVOUS, detail);
       }
     };
-    ASSIGN_OR_RETURN(comm_,
+    ASSIGN_OR_RETURN(std::unique_ptr<Collective> backend,
                      options_.make_collective(effective, runner_->placement(), progress));
+    // Every collective goes through the trace: hang forensics and arrival times.
+    comm_ = std::make_unique<TracedCollective>(std::move(backend), trace_);
 
     RETURN_IF_ERROR(strategy_->Connect(runner_.get(), comm_.get()));
     steps_ = std::make_unique<StepRunner>(spec_, rank_, plan_, runner_.get(), comm_.get(),
-                                          strategy_.get(), clock_, options_.sleep);
+                                          strategy_.get(), clock_, options_.sleep, trace_);
     writer_ = std::make_unique<CheckpointWriter>(CheckpointWriterContext{
         &assignment_, &spec_, fingerprint_, runner_.get(), strategy_.get(), comm_.get(),
         collective_timeout_,
@@ -318,10 +364,10 @@ class RankTrainer {
     const size_t micro_batches = (sampler_->num_samples() + batch - 1) / batch;
     const uint64_t steps_per_epoch = micro_batches / accumulation;
     if (steps_per_epoch == 0) {
-      return absl::InvalidArgumentError(
+      return JobError(absl::InvalidArgumentError(
           absl::StrCat("batch_size x sync.gradient_accumulation_steps (", batch, " x ",
                        accumulation, ") needs more examples than this rank gets per epoch (",
-                       sampler_->num_samples(), "): lower them or use more data"));
+                       sampler_->num_samples(), "): lower them or use more data")));
     }
     const uint64_t max_steps = spec_.max_steps();
     const uint64_t total_steps =
@@ -347,6 +393,7 @@ class RankTrainer {
       for (uint64_t s = step - uint64_t{epoch} * steps_per_epoch;
            s < steps_per_epoch && step < total_steps; ++s) {
         const uint64_t this_step = step + 1;
+        current_step_ = this_step;
         const std::string where =
             absl::StrCat("rank ", rank_, ", step ", this_step, " (epoch ", epoch, ")");
         Enter(v1::RANK_PHASE_TRAINING, absl::StrCat("step ", this_step));
@@ -387,7 +434,8 @@ class RankTrainer {
           // Every rank takes part (checkpoint_writer.h); rank 0 names the file it wrote.
           absl::StatusOr<std::string> written =
               writer_->WritePeriodic(step, step / steps_per_epoch);
-          RETURN_IF_ERROR(Annotate(written.status(), absl::StrCat(where, ": checkpoint")));
+          RETURN_IF_ERROR(
+              Annotate(CheckpointError(written.status()), absl::StrCat(where, ": checkpoint")));
           if (!written->empty()) report.set_checkpoint_written(*written);
         }
         loss_sum += report.loss();
@@ -461,6 +509,9 @@ class RankTrainer {
   ParameterPlan plan_;
   std::unique_ptr<ModelRunner> runner_;  // before comm_ and strategy_: destroyed after them
   std::unique_ptr<DistributedSampler> sampler_;
+  // Before comm_, which records into it, and reporter_, which reads it.
+  CollectiveTrace own_trace_;
+  CollectiveTrace* const trace_;  // own_trace_ or options.trace
   std::unique_ptr<Collective> comm_;
   // After comm_: destroyed first (its reducer uses the collective and the runner's memory).
   std::unique_ptr<SyncStrategy> strategy_;
@@ -472,6 +523,7 @@ class RankTrainer {
   absl::Duration collective_timeout_ = absl::Seconds(60);
   ResumeDecision resume_;     // where this attempt started (DecideResume)
   uint64_t resume_step_ = 0;  // the step it resumed after (0 = from the start)
+  uint64_t current_step_ = 0;  // the step running or last run (a failure's step)
   TrainingOutcome outcome_;
 };
 

@@ -30,8 +30,10 @@
 #include "common/clock.h"
 #include "proto/ringleader.pb.h"
 #include "worker/collective/collective.h"
+#include "worker/collective/traced_collective.h"
 #include "worker/coordinator_client/coordinator_client.h"
 #include "worker/rank/model_runner.h"
+#include "worker/rank/preflight_check.h"
 #include "worker/rank/progress_reporter.h"
 
 namespace ringleader {
@@ -47,6 +49,9 @@ using CollectiveFactory = std::function<absl::StatusOr<std::unique_ptr<Collectiv
 struct TrainingLoopOptions {
   // This rank's worker id (JoinJob checks it against the assignment).
   std::string worker_id;
+  // The pairs' collectives of the pre-flight check a spec with checks.preflight runs before
+  // training (preflight_rank.h; rank_main: MakePreflightPairFactory). Required by such specs.
+  PairCollectiveFactory make_preflight_pair;
   // Creates the collective. Required (rank_main builds it: gloo or NCCL over the coordinator's
   // store). Called after the model runner exists, so a rank without a usable GPU never
   // rendezvouses.
@@ -56,6 +61,9 @@ struct TrainingLoopOptions {
   int gpu = -1;
   // Step/epoch report batching (progress_reporter.h). Its empty `log` takes `log` below.
   ProgressReporterOptions reporting;
+  // The rank's collective trace (traced_collective.h), for a caller that reports it after a
+  // failure. Not owned; nullptr = the trainer keeps its own.
+  CollectiveTrace* trace = nullptr;
   // Time source for step timings and reporting. Not owned; nullptr = Clock::Real().
   Clock* clock = nullptr;
   // One line per epoch, plus start and end. Empty = stderr.

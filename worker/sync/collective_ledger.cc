@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/rank_failure.h"
 #include "common/status_macros.h"
 
 namespace ringleader {
@@ -58,29 +59,11 @@ std::string TagName(int32_t bucket) {
 // The status of a collective, with what it was for.
 absl::Status Annotate(const absl::Status& s, int64_t step, const char* what) {
   if (s.ok()) return s;
-  return absl::Status(s.code(),
-                      absl::StrCat("ledger check at step ", step, " (", what, "): ", s.message()));
+  return WithPrefix(s, absl::StrCat("ledger check at step ", step, " (", what, "): "));
 }
 
 }  // namespace
 
-const char* CollectiveKindName(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::kNone:
-      return "nothing";
-    case CollectiveKind::kAllReduce:
-      return "allreduce";
-    case CollectiveKind::kBroadcast:
-      return "broadcast";
-    case CollectiveKind::kAllGather:
-      return "allgather";
-    case CollectiveKind::kReduceScatter:
-      return "reducescatter";
-    case CollectiveKind::kBarrier:
-      return "barrier";
-  }
-  return "unknown";
-}
 
 std::string DescribeRecord(const CollectiveRecord& r) {
   if (r.kind == CollectiveKind::kNone) return "nothing";
@@ -264,13 +247,18 @@ absl::Status LedgerCheck::FinishOnce() {
     }
   }
   std::string divergence = DescribeFirstDivergence(step_, per_rank);
-  if (!divergence.empty()) return absl::FailedPreconditionError(divergence);
+  // A desync is the job's (its code issues different collectives): JOB_ERROR.
+  if (!divergence.empty()) {
+    return WithFailureKind(absl::FailedPreconditionError(divergence), v1::RankFailure::JOB_ERROR);
+  }
   std::vector<std::string> step_list;
   for (int r = 0; r < n; ++r) step_list.push_back(absl::StrCat("rank ", r, ": ", steps[r]));
-  return absl::FailedPreconditionError(absl::StrCat(
-      "collective desync at step ", step_,
-      ": the ranks issued the same collectives but are at different steps (",
-      absl::StrJoin(step_list, ", "), "); every rank must sync the same step"));
+  return WithFailureKind(
+      absl::FailedPreconditionError(absl::StrCat(
+          "collective desync at step ", step_,
+          ": the ranks issued the same collectives but are at different steps (",
+          absl::StrJoin(step_list, ", "), "); every rank must sync the same step")),
+      v1::RankFailure::JOB_ERROR);
 }
 
 }  // namespace ringleader

@@ -35,15 +35,6 @@
 
 namespace ringleader {
 
-enum class CollectiveKind : uint32_t {
-  kNone = 0,  // padding in the record exchange: "this rank issued nothing here"
-  kAllReduce = 1,
-  kBroadcast = 2,
-  kAllGather = 3,
-  kReduceScatter = 4,
-  kBarrier = 5,
-};
-const char* CollectiveKindName(CollectiveKind kind);
 
 struct CollectiveRecord {
   uint64_t sequence = 0;  // per rank, 0-based, counts every recorded collective

@@ -323,6 +323,40 @@
     }));
   }
 
+  // The hang report: the job's kept one on every poll, a fresh one from the debug button.
+  function renderHang(report) {
+    if (!report || !report.summary) return;
+    $("hang-summary").textContent = report.summary;
+    var first = num(report.first_sequence);
+    var ranks = report.ranks || [];
+    $("hang-table").hidden = ranks.length === 0;
+    replaceChildren($("hang-ranks"), ranks.map(function (r) {
+      var at = "";
+      if (report.ranks_disagree) {
+        var entry = (r.entries || []).filter(function (e) {
+          return num(e.sequence) === first;
+        })[0];
+        at = entry ? String(entry.state || "").toLowerCase()
+                   : (num(r.collectives_issued) <= first ? "never entered" : "");
+      }
+      return row([num(r.rank), r.answered ? "yes" : "no", seconds(r.silent_ms),
+                  num(r.collectives_issued), num(r.collectives_completed), at],
+                 {"data-rank": num(r.rank)});
+    }));
+  }
+
+  function debugJob(id) {
+    var button = $("debug-button");
+    button.disabled = true;
+    $("debug-note").textContent = "asking the ranks…";
+    fetchJson("/api/jobs/" + encodeURIComponent(id) + "/debug").then(function (answer) {
+      renderHang(answer.report);
+      $("debug-note").textContent = "taken " + time(answer.report.created_unix_ms);
+    }).catch(function (error) {
+      $("debug-note").textContent = String(error && error.message || error);
+    }).then(function () { button.disabled = false; });
+  }
+
   function pollJob(id) {
     var base = "/api/jobs/" + encodeURIComponent(id);
     Promise.all([fetchJson(base), fetchJson(base + "/metrics")]).then(function (answers) {
@@ -333,6 +367,7 @@
       renderAttempts(job);
       renderRanks(job);
       renderEpochs(job);
+      renderHang(job.hang);
       showError(null);
       var over = TERMINAL.indexOf(job.state) >= 0;
       document.body.dataset.live = over ? "false" : "true";
@@ -353,6 +388,7 @@
       var id = decodeURIComponent(location.pathname.replace(/^\/job\//, "").replace(/\/$/, ""));
       document.body.dataset.job = id;
       $("job-id").textContent = id;
+      $("debug-button").addEventListener("click", function () { debugJob(id); });
       pollJob(id);
     } else {
       pollFleet();

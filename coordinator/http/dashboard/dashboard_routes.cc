@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/status_macros.h"
 #include "coordinator/http/dashboard/assets.h"
 #include "google/protobuf/struct.pb.h"
@@ -169,6 +170,24 @@ absl::Status AddDashboardRoutes(RpcHandler* handler, HttpRouter* router) {
                                 request.set_job_id(http.Param("job"));
                                 return Api(handler, &RpcHandler::GetJobMetrics, request);
                               }));
+  // The job page's "debug" button: blocks this request's thread while the ranks answer (the
+  // handler's wait, 5 s at most with the default).
+  RETURN_IF_ERROR(router->Get(
+      "/api/jobs/{job}/debug", "DebugJobResponse as JSON (asks the ranks for their rings)",
+      [handler](const HttpRequest& http) {
+        v1::DebugJobRequest request;
+        request.set_job_id(http.Param("job"));
+        v1::DebugJobResponse response;
+        absl::Notification answered;
+        absl::Status status;
+        handler->DebugJob(request, &response, [&](absl::Status done) {
+          status = std::move(done);
+          answered.Notify();
+        });
+        answered.WaitForNotification();
+        if (!status.ok()) return JsonError(status);
+        return JsonAnswer(200, response);
+      }));
   return absl::OkStatus();
 }
 

@@ -8,9 +8,11 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "coordinator/core/coordinator_test_util.h"
 #include "coordinator/http/dashboard/assets.h"
 #include "coordinator/http/http_server.h"
@@ -163,6 +165,38 @@ TEST_F(DashboardRoutesTest, AnUnknownJobIs404NamingIt) {
   const HttpResponse elsewhere = Get("/api/nothing");
   EXPECT_EQ(elsewhere.status, 404);
   EXPECT_THAT(elsewhere.body, HasSubstr("GET /api/jobs/{job}/metrics (GetJobMetricsResponse"));
+}
+
+TEST_F(DashboardRoutesTest, TheDebugButtonsRouteAnswersOnceEveryRankSentItsRing) {
+  const JobId job = RunningJob(3);
+  const AttemptId attempt{job, Generation(1)};
+  const uint64_t before = coordinator_.GetJob(job)->version();
+  HttpResponse response;
+  std::thread request([&] { response = Get(absl::StrCat("/api/jobs/", job.value(), "/debug")); });
+  // Asking the ranks moves the job's version; then each rank's next report is answered
+  // "send_trace" and it sends its ring.
+  absl::Notification asked;
+  coordinator_.WatchJobAsync(job, before, absl::InfiniteFuture(),
+                             [&](absl::StatusOr<v1::JobStatus>) { asked.Notify(); });
+  asked.WaitForNotification();
+  for (uint32_t rank : {0u, 1u}) {
+    absl::StatusOr<Coordinator::StopSignal> answer =
+        coordinator_.ReportProgress(attempt, Rank(rank), {}, {});
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    ASSERT_TRUE(answer->send_trace);
+    v1::CollectiveTraceEntry entry;
+    entry.set_sequence(7);
+    entry.set_state(rank == 0 ? v1::CollectiveTraceEntry::STARTED
+                              : v1::CollectiveTraceEntry::COMPLETED);
+    ASSERT_TRUE(coordinator_.ReportTrace(attempt, Rank(rank), {entry}).ok());
+  }
+  request.join();
+  ExpectJson(response, 200);
+  const auto debug = Parse<v1::DebugJobResponse>(response.body);
+  EXPECT_EQ(debug.report().first_sequence(), 7u);
+  EXPECT_EQ(debug.report().ranks_size(), 2);
+  EXPECT_THAT(debug.report().summary(), HasSubstr("rank 0 wait in it"));
+  EXPECT_EQ(Get("/api/jobs/job-000099/debug").status, 404);
 }
 
 std::string ReadSource(const std::string& name) {

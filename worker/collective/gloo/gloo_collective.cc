@@ -54,7 +54,7 @@ absl::Status GlooAllReduceInPlace(const std::shared_ptr<gloo::Context>& ctx, voi
   o.setReduceFunction(PairwiseReduction(dtype, op));
   o.setTag(tag);
   o.setTimeout(timeout);
-  return RL_GLOO_CALL(gloo::allreduce(o));
+  return RL_GLOO_CALL_WITHIN(timeout, gloo::allreduce(o));
 }
 
 std::chrono::milliseconds ToMillis(absl::Duration d) {
@@ -125,7 +125,7 @@ class GlooCollective : public Collective {
                      o.setRoot(root);
                      o.setTag(tag);
                      o.setTimeout(timeout);
-                     return RL_GLOO_CALL(gloo::broadcast(o));
+                     return RL_GLOO_CALL_WITHIN(timeout, gloo::broadcast(o));
                    });
   }
 
@@ -140,7 +140,7 @@ class GlooCollective : public Collective {
                      o.setOutput(static_cast<uint8_t*>(out.data), out.bytes());
                      o.setTag(tag);
                      o.setTimeout(timeout);
-                     return RL_GLOO_CALL(gloo::allgather(o));
+                     return RL_GLOO_CALL_WITHIN(timeout, gloo::allgather(o));
                    });
   }
 
@@ -174,7 +174,7 @@ class GlooCollective : public Collective {
                      gloo::BarrierOptions o(ctx);
                      o.setTag(tag);
                      o.setTimeout(timeout);
-                     return RL_GLOO_CALL(gloo::barrier(o));
+                     return RL_GLOO_CALL_WITHIN(timeout, gloo::barrier(o));
                    },
                    /*runs_when_empty=*/true);
   }
@@ -273,6 +273,7 @@ class GlooCollective : public Collective {
         continue;
       }
       const absl::Time start = clock_->Now();
+      op.work->Start(start);
       absl::Status status = op.skip_gloo ? absl::OkStatus() : op.run(op.tag, op.timeout);
       const absl::Duration duration = clock_->Now() - start;
       if (!status.ok()) {
@@ -343,15 +344,16 @@ absl::StatusOr<std::unique_ptr<Collective>> CreateGlooCollective(
   std::shared_ptr<gloo::transport::Device> device;
   absl::Status status = RL_GLOO_CALL(device = gloo::transport::tcp::CreateDevice(attr));
   if (!status.ok()) {
-    return absl::Status(status.code(), absl::StrCat(where, ": cannot bind GlooOptions.hostname \"",
-                                                    opts.hostname, "\": ", status.message()));
+    return WithMessage(status, absl::StrCat(where, ": cannot bind GlooOptions.hostname \"",
+                                            opts.hostname, "\": ", status.message()));
   }
 
   KvGlooStore kv(store, key_prefix, opts.rendezvous_timeout, opts.clock, rank, world_size,
                  opts.on_progress);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, world_size);
   context->setTimeout(ToMillis(opts.rendezvous_timeout));
-  status = RL_GLOO_CALL(context->connectFullMesh(kv, device));
+  status = RL_GLOO_CALL_WITHIN(ToMillis(opts.rendezvous_timeout),
+                               context->connectFullMesh(kv, device));
   if (!status.ok()) {
     // Prefer the store's own error: its code (DEADLINE_EXCEEDED, FAILED_PRECONDITION, ...) and the
     // key that never appeared say more than gloo's rethrown text.

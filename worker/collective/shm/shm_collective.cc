@@ -183,6 +183,7 @@ class ShmCollective : public Collective {
         continue;
       }
       const absl::Time start = clock_->Now();
+      op.work->Start(start);
       absl::Status status = op.skip ? absl::OkStatus() : op.run(start + op.timeout, op.description);
       const absl::Duration duration = clock_->Now() - start;
       {
