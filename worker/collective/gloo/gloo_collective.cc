@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -55,6 +57,14 @@ absl::Status GlooAllReduceInPlace(const std::shared_ptr<gloo::Context>& ctx, voi
   o.setTag(tag);
   o.setTimeout(timeout);
   return RL_GLOO_CALL_WITHIN(timeout, gloo::allreduce(o));
+}
+
+// gloo's TCP pairs write with writev(), which raises SIGPIPE when the peer has closed its end:
+// the whole process would die of the signal instead of this rank failing with PEER_CLOSED. A
+// process that runs gloo ignores SIGPIPE; its writes then fail with EPIPE, which gloo throws.
+void IgnoreSigpipe() {
+  static std::once_flag once;
+  std::call_once(once, [] { std::signal(SIGPIPE, SIG_IGN); });
 }
 
 std::chrono::milliseconds ToMillis(absl::Duration d) {
@@ -336,6 +346,7 @@ absl::StatusOr<std::unique_ptr<Collective>> CreateGlooCollective(
     std::shared_ptr<KeyValueStore> store, const std::string& key_prefix, int rank, int world_size,
     const GlooOptions& opts) {
   RETURN_IF_ERROR(ValidateCreateArgs(store.get(), key_prefix, rank, world_size, opts));
+  IgnoreSigpipe();
   const std::string where = absl::StrCat("gloo rendezvous of rank ", rank, "/", world_size,
                                          " under \"", key_prefix, "\"");
 

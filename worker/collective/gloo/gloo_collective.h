@@ -74,6 +74,8 @@ struct GlooOptions {
 // "peer rank R at HOST:PORT: ..." with the real port (gloo_peers.h) and the peer in the
 // status's RankFailure (common/rank_failure.h; gloo_status.h says the kinds: a key that never
 // appeared in the store is PEER_TIMED_OUT). (backend_name() "gloo", memory_kind() kHost).
+// Side effect: the process ignores SIGPIPE from then on (gloo writes to sockets with writev(): a
+// peer that closed its end would otherwise kill the process instead of failing the operation).
 // Errors: INVALID_ARGUMENT (rank/world_size/comm_threads/timeouts out of range, empty prefix,
 // naming the field), DEADLINE_EXCEEDED (a peer did not show up within rendezvous_timeout; the
 // message names the missing key), UNAVAILABLE (the store or a TCP connection failed),
