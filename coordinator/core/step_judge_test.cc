@@ -38,8 +38,14 @@ class StepJudgeTest : public ::testing::Test {
   // each report first; returns the alarms raised.
   template <typename Edit>
   std::vector<v1::Alarm> Feed(StepJudge& judge, uint32_t world, uint64_t steps, Edit edit) {
+    return FeedSteps(judge, world, 1, steps, edit);
+  }
+  // Steps `first`..`last` (as Feed).
+  template <typename Edit>
+  std::vector<v1::Alarm> FeedSteps(StepJudge& judge, uint32_t world, uint64_t first,
+                                   uint64_t last, Edit edit) {
     std::vector<v1::Alarm> raised;
-    for (uint64_t s = 1; s <= steps; ++s) {
+    for (uint64_t s = first; s <= last; ++s) {
       for (uint32_t r = 0; r < world; ++r) {
         v1::StepReport report = Report(s, r);
         edit(r, &report);
@@ -245,14 +251,7 @@ TEST_F(StepJudgeTest, WithoutArrivalTimesASlowComputeIsFlaggedInTwoWindowsInARow
   EXPECT_THAT(Feed(judge, 4, 10, edit), IsEmpty());
   ASSERT_EQ(judge.stragglers().size(), 4u);
   EXPECT_FALSE(judge.stragglers()[3].flagged());
-  std::vector<v1::Alarm> raised;
-  for (uint64_t s = 11; s <= 20; ++s) {
-    for (uint32_t r = 0; r < 4; ++r) {
-      v1::StepReport report = Report(s, r);
-      edit(r, &report);
-      judge.Add(r, report, &raised);
-    }
-  }
+  const std::vector<v1::Alarm> raised = FeedSteps(judge, 4, 11, 20, edit);
   ASSERT_EQ(raised.size(), 1u);
   EXPECT_EQ(raised[0].kind(), v1::Alarm::STRAGGLER);
   EXPECT_THAT(raised[0].ranks(), ElementsAre(3u));
@@ -308,14 +307,7 @@ TEST_F(StepJudgeTest, TheRankTheOthersWaitForIsTheStragglerNotTheOneThatWaits) {
   EXPECT_NEAR(judge.stragglers()[1].mean_wait_caused_ms(), 6.0, 1e-9);
   EXPECT_DOUBLE_EQ(judge.stragglers()[1].last_arrival_fraction(), 1.0);
   EXPECT_NEAR(judge.stragglers()[1].ratio_to_median(), 4.0, 1e-9);  // (2 + 6) / 2
-  std::vector<v1::Alarm> more;
-  for (uint64_t s = 11; s <= 20; ++s) {
-    for (uint32_t r = 0; r < 2; ++r) {
-      v1::StepReport report = Report(s, r);
-      edit(r, &report);
-      judge.Add(r, report, &more);
-    }
-  }
+  const std::vector<v1::Alarm> more = FeedSteps(judge, 2, 11, 20, edit);
   ASSERT_EQ(more.size(), 1u);
   EXPECT_THAT(more[0].ranks(), ElementsAre(1u));
   EXPECT_THAT(more[0].message(), HasSubstr("waited 6.0 ms a step for it"));
