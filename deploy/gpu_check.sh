@@ -5,7 +5,7 @@
 #   2. each GPU test suite alone (bazel test --config=gpu: one at a time, failing rather than
 #      skipping without a usable GPU);
 #   3. compute-sanitizer memcheck and racecheck on the suites that run the CUDA kernels;
-#   4. cuobjdump --list-elf: the kernels carry sm_80 and sm_90 code;
+#   4. cuobjdump --list-elf on the rank binary: the kernels carry sm_80 and sm_90 code;
 #   5. the NCCL backend's all-reduce bandwidth against a raw ncclAllReduce loop, same run.
 # Usage: deploy/gpu_check.sh   (CUDA_VISIBLE_DEVICES, if set, picks the GPUs; default all)
 set -uo pipefail
@@ -79,12 +79,23 @@ fi
 
 echo "=== 4. device code for sm_80 and sm_90"
 if command -v cuobjdump >/dev/null; then
-  bin=bazel-bin/worker/trainer/gpu/gpu_trainer_suite_test
-  elves=$(cuobjdump --list-elf "$bin" 2>&1)
-  echo "$elves"
-  for arch in sm_80 sm_90; do
-    if grep -q "$arch" <<<"$elves"; then pass "kernels built for $arch"; else fail "no $arch code"; fi
-  done
+  # The rank binary links the kernels statically. (A cc_test's device code lives in a shared
+  # library under bazel-bin/_solib_*, which cuobjdump on the test executable does not see; those
+  # libraries are searched too when the binary holds none.)
+  if bazel build --config=gpu //worker:ringleader-rank; then
+    elves=$(cuobjdump --list-elf bazel-bin/worker/ringleader-rank 2>&1)
+    if ! grep -q "sm_" <<<"$elves"; then
+      for so in bazel-bin/_solib_*/*.so; do
+        [ -e "$so" ] && elves+=$'\n'$(cuobjdump --list-elf "$so" 2>/dev/null)
+      done
+    fi
+    echo "$elves"
+    for arch in sm_80 sm_90; do
+      if grep -q "$arch" <<<"$elves"; then pass "kernels built for $arch"; else fail "no $arch code"; fi
+    done
+  else
+    fail "bazel build --config=gpu //worker:ringleader-rank"
+  fi
 else
   fail "cuobjdump not found in $CUDA_HOME/bin or PATH"
 fi

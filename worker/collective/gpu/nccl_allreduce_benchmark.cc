@@ -9,7 +9,7 @@
 //
 // Prints, per size, the time per all-reduce, the bus bandwidth (bytes / time x 2(n-1)/n; for one
 // GPU the algorithm bandwidth) and ringleader / raw. Needs a GPU; without one it says why and
-// exits 1.
+// exits 1, as it does when a rank fails to close (the ranks close together).
 //
 //   nccl_allreduce_benchmark --sizes_mib=1,16,64,256 --iters=20
 #include <cuda_runtime_api.h>
@@ -188,17 +188,23 @@ int Main() {
                 BusBandwidthGBs(bytes, *ours, n),
                 BusBandwidthGBs(bytes, *ours, n) / BusBandwidthGBs(bytes, *raw, n));
   }
-  for (auto& c : ranks) {
-    if (absl::Status s = c->Close(absl::Seconds(30)); !s.ok()) {
-      std::fprintf(stderr, "close: %s\n", s.ToString().c_str());
-    }
+  // Close starts with a barrier every rank must reach: the ranks close together (one after
+  // another, each close would wait its whole timeout for the ranks not closing yet).
+  std::vector<absl::Status> closed(ranks.size());
+  RunRanks(static_cast<int>(ranks.size()),
+           [&](int r) { closed[r] = ranks[r]->Close(absl::Seconds(30)); }, absl::Seconds(60));
+  bool close_failed = false;
+  for (size_t r = 0; r < closed.size(); ++r) {
+    if (closed[r].ok()) continue;
+    std::fprintf(stderr, "rank %zu: close: %s\n", r, closed[r].ToString().c_str());
+    close_failed = true;
   }
   for (ncclComm_t comm : comms) ncclCommDestroy(comm);
   for (int r = 0; r < n; ++r) {
     cudaSetDevice(r);
     cudaFree(bufs[r]);
   }
-  return 0;
+  return close_failed ? 1 : 0;
 }
 
 }  // namespace
