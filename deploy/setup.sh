@@ -46,10 +46,27 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# The CUDA 13 toolkit with NCCL ($RINGLEADER_CUDA_PATH, default /usr/local/cuda) is needed only
-# to compile the GPU code; without it the build is CPU-only (everything but the GPU worker).
-CUDA_HOME=${RINGLEADER_CUDA_PATH:-/usr/local/cuda}
-if [ ! -x "$CUDA_HOME/bin/nvcc" ] || [ ! -f "$CUDA_HOME/include/nccl.h" ]; then
-  echo "setup: no CUDA 13 toolkit with NCCL at $CUDA_HOME (nvcc and nccl.h not found):" \
-    "the build is CPU-only (GPU code and tests are skipped; nccl jobs answer 'no usable GPU')." >&2
-fi
+# The CUDA 13 toolkit ($RINGLEADER_CUDA_PATH, default /usr/local/cuda) and NCCL are needed only
+# to compile the GPU code; without the toolkit the build is CPU-only (everything but the GPU
+# worker). NCCL is looked for apart from the toolkit ($RINGLEADER_NCCL_PATH, the toolkit, the
+# system dirs) by third_party/find_cuda.sh, the same search the build's @cuda repository runs:
+# a toolkit without NCCL stops the build, so it is said here too, with the fixes.
+find_cuda=(bash "$(dirname "$0")/../third_party/find_cuda.sh" "--cuda_path=${RINGLEADER_CUDA_PATH:-/usr/local/cuda}")
+if [ -n "${RINGLEADER_NCCL_PATH:-}" ]; then find_cuda+=("--nccl_path=$RINGLEADER_NCCL_PATH"); fi
+cuda_found=$("${find_cuda[@]}" 2>&1)
+cuda_message=$(grep -v '^[a-z_]*=' <<<"$cuda_found" || true)
+case "$(sed -n 's/^status=//p' <<<"$cuda_found")" in
+  cuda | cpu_only) ;;
+  no_toolkit)
+    echo "setup: $cuda_message; GPU code and tests are skipped, nccl jobs answer 'no usable GPU'." >&2
+    ;;
+  no_nccl)
+    {
+      echo "setup: ********************************************************************"
+      echo "setup: ERROR: CUDA toolkit without NCCL: bazel build stops with this until fixed."
+      sed 's/^/setup: /' <<<"$cuda_message"
+      echo "setup: ********************************************************************"
+    } >&2
+    ;;
+  *) echo "setup: third_party/find_cuda.sh failed: $cuda_found" >&2 ;;
+esac

@@ -40,8 +40,9 @@ _ARCH_FLAGS = [
 ]
 
 def _is_cuda_toolkit_header(f):
-    # Headers of @cuda//:headers (the toolkit): nvcc finds them itself.
-    return f.path.startswith("external/cuda/")
+    # Headers of @cuda//:headers (the toolkit's include/): nvcc finds them itself. NCCL's from
+    # outside the toolkit (@cuda//:nccl_headers, external/cuda/nccl/include) are inputs.
+    return f.path.startswith("external/cuda/include/")
 
 def _cuda_objects_impl(ctx):
     comp = [d[CcInfo].compilation_context for d in ctx.attr.deps if CcInfo in d]
@@ -58,7 +59,9 @@ def _cuda_objects_impl(ctx):
     flags = ["-std=c++17", "-O2", "-Xcompiler", "-fPIC"] + _ARCH_FLAGS
     seen = {}
     for d in include_dirs:
-        if d not in seen and not d.startswith("external/cuda"):
+        # The toolkit's dirs (nvcc knows them) are left out; NCCL's outside the toolkit are not.
+        toolkit = d.startswith("external/cuda") and not d.startswith("external/cuda/nccl/")
+        if d not in seen and not toolkit:
             seen[d] = True
             flags.append("-I" + d)
     flags += ["-D" + d for d in defines] + ctx.attr.copts
