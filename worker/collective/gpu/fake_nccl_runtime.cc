@@ -44,6 +44,14 @@ void FakeNcclRuntime::set_finalize_polls(int n) {
   absl::MutexLock lock(&mu_);
   finalize_polls_ = n;
 }
+void FakeNcclRuntime::set_stream_busy_polls(int n) {
+  absl::MutexLock lock(&mu_);
+  stream_busy_polls_ = n;
+}
+void FakeNcclRuntime::DrainStreams() {
+  absl::MutexLock lock(&mu_);
+  stream_busy_polls_ = 0;
+}
 void FakeNcclRuntime::CompleteEvents() {
   absl::MutexLock lock(&mu_);
   pending_events_.clear();
@@ -232,6 +240,18 @@ cudaError_t FakeNcclRuntime::StreamDestroy(cudaStream_t) {
   return cudaSuccess;
 }
 
+cudaError_t FakeNcclRuntime::StreamQuery(cudaStream_t stream) {
+  absl::MutexLock lock(&mu_);
+  cudaError_t result = cudaSuccess;
+  if (stream_busy_polls_ != 0) {
+    result = cudaErrorNotReady;
+    if (stream_busy_polls_ > 0) --stream_busy_polls_;
+  }
+  calls_.push_back(
+      absl::StrCat("StreamQuery(stream ", Id(stream), ") -> ", static_cast<int>(result)));
+  return result;
+}
+
 cudaError_t FakeNcclRuntime::EventCreate(cudaEvent_t* event) {
   absl::MutexLock lock(&mu_);
   *event = reinterpret_cast<cudaEvent_t>(next_handle_++);
@@ -261,6 +281,7 @@ cudaError_t FakeNcclRuntime::StreamWaitEvent(cudaStream_t stream, cudaEvent_t ev
 cudaError_t FakeNcclRuntime::Malloc(void** ptr, size_t bytes) {
   absl::MutexLock lock(&mu_);
   *ptr = std::malloc(bytes);
+  std::memset(*ptr, 0xFF, bytes);  // what uninitialised memory may hold: a NaN as floats
   ++live_allocations_;
   return cudaSuccess;
 }
@@ -269,6 +290,14 @@ cudaError_t FakeNcclRuntime::Free(void* ptr) {
   absl::MutexLock lock(&mu_);
   std::free(ptr);
   --live_allocations_;
+  return cudaSuccess;
+}
+
+cudaError_t FakeNcclRuntime::MemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
+  absl::MutexLock lock(&mu_);
+  calls_.push_back(absl::StrCat("MemsetAsync(stream ", Id(stream), ", value ", value, ", ", bytes,
+                                " bytes)"));
+  std::memset(ptr, value, bytes);
   return cudaSuccess;
 }
 

@@ -10,7 +10,10 @@
 //   for finalize_polls polls (default 1), then ncclSuccess; CommDestroy succeeds
 //
 // Events recorded on any stream complete at once unless set_events_complete(false); then they
-// stay pending until CompleteEvents(). Thread-safe.
+// stay pending until CompleteEvents(). StreamQuery reports a stream busy (cudaErrorNotReady) for
+// set_stream_busy_polls(n) queries, or until DrainStreams() when n < 0, then done. Malloc fills
+// its memory with 0xFF bytes (a NaN as floats), so a buffer used before it was initialised
+// shows; MemsetAsync writes the host memory at once. Thread-safe.
 #ifndef RINGLEADER_WORKER_COLLECTIVE_GPU_FAKE_NCCL_RUNTIME_H_
 #define RINGLEADER_WORKER_COLLECTIVE_GPU_FAKE_NCCL_RUNTIME_H_
 
@@ -49,13 +52,16 @@ class FakeNcclRuntime : public NcclRuntime {
   void set_events_complete(bool complete);     // true
   void set_finalize_result(ncclResult_t r);    // ncclInProgress
   void set_finalize_polls(int n);              // 1
+  void set_stream_busy_polls(int n);           // 0 (< 0: busy until DrainStreams())
   void CompleteEvents();
+  void DrainStreams();
   void SetAsyncError(ncclResult_t r);
 
   // --- Observations ---
   std::vector<Op> ops() const;
   // One line per call, e.g. "EventRecord(event 3, stream 119)", "StreamWaitEvent(stream 1,
-  // event 3)", "AllReduce", "CommGetAsyncError -> 7", "CommAbort".
+  // event 3)", "AllReduce", "CommGetAsyncError -> 7", "CommAbort", "StreamQuery(stream 1) ->
+  // 600" (cudaErrorNotReady), "MemsetAsync(stream 1, value 0, 4 bytes)".
   std::vector<std::string> calls() const;
   int abort_calls() const;
   int finalize_calls() const;
@@ -93,6 +99,7 @@ class FakeNcclRuntime : public NcclRuntime {
   cudaError_t SetDevice(int device) override;
   cudaError_t StreamCreate(cudaStream_t* stream) override;
   cudaError_t StreamDestroy(cudaStream_t stream) override;
+  cudaError_t StreamQuery(cudaStream_t stream) override;
   cudaError_t EventCreate(cudaEvent_t* event) override;
   cudaError_t EventDestroy(cudaEvent_t event) override;
   cudaError_t EventRecord(cudaEvent_t event, cudaStream_t stream) override;
@@ -100,6 +107,7 @@ class FakeNcclRuntime : public NcclRuntime {
   cudaError_t StreamWaitEvent(cudaStream_t stream, cudaEvent_t event) override;
   cudaError_t Malloc(void** ptr, size_t bytes) override;
   cudaError_t Free(void* ptr) override;
+  cudaError_t MemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) override;
 
  private:
   ncclResult_t RecordOpLocked(Op op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -114,6 +122,7 @@ class FakeNcclRuntime : public NcclRuntime {
   bool events_complete_ ABSL_GUARDED_BY(mu_) = true;
   ncclResult_t finalize_result_ ABSL_GUARDED_BY(mu_) = ncclInProgress;
   int finalize_polls_ ABSL_GUARDED_BY(mu_) = 1;
+  int stream_busy_polls_ ABSL_GUARDED_BY(mu_) = 0;
 
   // The communicator's asynchronous state: `state_` after `polls_left_` more polls.
   ncclResult_t state_ ABSL_GUARDED_BY(mu_) = ncclSuccess;

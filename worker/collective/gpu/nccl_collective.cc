@@ -410,14 +410,24 @@ absl::StatusOr<std::unique_ptr<Collective>> CreateNcclCollective(
                                           InitFailureHint(*store, key_prefix, rank, world_size)));
   }
 
-  auto state = std::make_shared<CommState>(runtime, comm, rank);
   cudaStream_t comm_stream = nullptr;
   void* barrier_buffer = nullptr;
   absl::Status setup = CudaStatus(runtime->StreamCreate(&comm_stream),
                                   "cudaStreamCreate(&comm_stream)", __FILE__, __LINE__);
+  if (!setup.ok()) comm_stream = nullptr;
+  // The state drains the communication stream after an abort, for at most one collective
+  // timeout (nccl_work.h).
+  auto state = std::make_shared<CommState>(runtime, comm, rank, device, comm_stream, poller,
+                                           options.collective_timeout);
   if (setup.ok()) {
     setup = CudaStatus(runtime->Malloc(&barrier_buffer, sizeof(float)),
                        "cudaMalloc(&barrier_buffer, 4)", __FILE__, __LINE__);
+  }
+  if (setup.ok()) {
+    // Every all-reduce of the warm-up and the barriers sums it: zero it first, in the order of
+    // the stream they run on, so no rank ever sends uninitialised memory (0 stays 0).
+    setup = CudaStatus(runtime->MemsetAsync(barrier_buffer, 0, sizeof(float), comm_stream),
+                       "cudaMemsetAsync(barrier_buffer, 0, 4, comm_stream)", __FILE__, __LINE__);
   }
   // From here on the Collective owns comm, stream and buffer; its destructor releases them.
   auto collective = std::make_unique<NcclCollective>(rank, world_size, device, options, runtime,

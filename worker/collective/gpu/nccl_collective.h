@@ -45,6 +45,17 @@
 //   destroy); the destructor aborts the communicator if it is still live (the failure path):
 //   Wait for every Work first.
 //
+//   After ncclCommAbort (Abort, a failed or timed-out operation, the destructor) the
+//   communication stream is drained: an aborted NCCL kernel may still be writing its buffer
+//   when ncclCommAbort returns. Abort, the destructor and every Work that fails return only
+//   after the drain, so once the caller has seen the failure it may free the buffers it gave
+//   (e.g. the reducer's arenas, freed on the compute stream). The drain waits at most
+//   collective_timeout; a stream still busy then (or a device error) is appended to the
+//   failure's message.
+//
+// Barrier: an all-reduce (sum) of one float in a buffer zeroed at creation, on the
+// communication stream before the warm-up, so it always carries 0.
+//
 // Data types: kFloat32 -> ncclFloat32, kBFloat16 -> ncclBfloat16, kUInt8 -> ncclUint8 (NCCL has
 // no bool: carry bool buffers as uint8 and reduce them with kMax). kAvg -> ncclAvg (float types
 // only; INVALID_ARGUMENT on uint8, like the gloo backend).

@@ -4,11 +4,14 @@
 #include "worker/collective/gpu/nccl_collective.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "common/gpu/gpu_devices.h"
 #include "common/rank_failure.h"
 #include "gmock/gmock.h"
@@ -254,6 +257,106 @@ TEST_F(NcclCollectiveTest, AbortFailsPendingAndLaterWorkWithAbortedOnceAndIsIdem
   // Events completing after the abort do not resurrect the work.
   runtime_->CompleteEvents();
   EXPECT_EQ(first->Wait().code(), absl::StatusCode::kAborted);
+}
+
+// An aborted NCCL kernel may still write its buffer when ncclCommAbort returns: Abort drains the
+// communication stream before it returns (and before any Work reports the failure), so the
+// caller may free the buffers (the reducer's arenas) as soon as it has seen the failure.
+TEST_F(NcclCollectiveTest, AbortReturnsOnlyOnceTheCommStreamHasDrained) {
+  std::unique_ptr<Collective> c = CreateAlone();
+  ASSERT_NE(c, nullptr);
+  const uintptr_t comm_stream = FakeNcclRuntime::Id(runtime_->created_stream());
+  runtime_->set_events_complete(false);
+  auto work = c->AllReduce({buf_, 8, DataType::kFloat32}, ReduceOp::kSum);
+  runtime_->set_stream_busy_polls(3);  // the aborted kernel takes three polls to stop
+  const absl::Time start = clock_.Now();
+  c->Abort(absl::UnavailableError("coordinator: stop"));
+  const std::vector<std::string> calls = runtime_->calls();
+  const auto abort = std::find(calls.begin(), calls.end(), "CommAbort");
+  ASSERT_NE(abort, calls.end());
+  const std::string busy = absl::StrCat("StreamQuery(stream ", comm_stream, ") -> ",
+                                        static_cast<int>(cudaErrorNotReady));
+  const std::string idle = absl::StrCat("StreamQuery(stream ", comm_stream, ") -> 0");
+  EXPECT_EQ(std::count(calls.begin(), abort, busy), 0) << "no drain before the abort";
+  EXPECT_EQ(std::count(abort, calls.end(), busy), 3);
+  ASSERT_EQ(calls.back(), idle) << "Abort returned before the stream drained";
+  EXPECT_GT(clock_.Now(), start) << "it waited between the polls";
+  const absl::Status s = work->Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("coordinator: stop"));
+  EXPECT_THAT(std::string(s.message()), ::testing::Not(HasSubstr("did not drain")));
+  EXPECT_EQ(runtime_->abort_calls(), 1);
+}
+
+// Another thread's Work that notices the dead communicator while the abort is still draining
+// fails only once the drain is over (it would otherwise hand the caller a buffer an aborted
+// kernel may still write).
+TEST_F(NcclCollectiveTest, AWorkSeeingAnotherThreadsAbortFailsOnlyAfterTheDrain) {
+  NcclOptions o = Options(runtime_);
+  // Real (short) sleeps and a clock that stands still: no deadline passes while the test waits.
+  o.sleep = [](absl::Duration) { absl::SleepFor(absl::Milliseconds(1)); };
+  auto created = CreateNcclCollective(store_, "job/3/", 0, 1, 0, o);
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<Collective> c = std::move(*created);
+  runtime_->set_events_complete(false);
+  auto work = c->AllReduce({buf_, 8, DataType::kFloat32}, ReduceOp::kSum);
+  runtime_->set_stream_busy_polls(-1);  // the aborted kernel runs until DrainStreams()
+  std::thread aborter([&] { c->Abort(absl::UnavailableError("coordinator: stop")); });
+  while (runtime_->abort_calls() == 0) absl::SleepFor(absl::Milliseconds(1));
+  absl::Notification failed;
+  absl::Status seen;
+  std::thread waiter([&] {
+    seen = work->Wait();
+    failed.Notify();
+  });
+  EXPECT_FALSE(failed.WaitForNotificationWithTimeout(absl::Milliseconds(200)))
+      << "the Work failed while the aborted kernel could still write its buffer: " << seen;
+  runtime_->DrainStreams();
+  aborter.join();
+  waiter.join();
+  EXPECT_EQ(seen.code(), absl::StatusCode::kAborted) << seen;
+  EXPECT_THAT(std::string(seen.message()), HasSubstr("coordinator: stop"));
+}
+
+TEST_F(NcclCollectiveTest, AStreamThatNeverDrainsEndsTheAbortAfterTheCollectiveTimeout) {
+  std::unique_ptr<Collective> c = CreateAlone();
+  ASSERT_NE(c, nullptr);
+  runtime_->set_events_complete(false);
+  auto work = c->AllReduce({buf_, 8, DataType::kFloat32}, ReduceOp::kSum);
+  runtime_->set_stream_busy_polls(-1);
+  const absl::Time start = clock_.Now();
+  c->Abort(absl::UnavailableError("coordinator: stop"));
+  EXPECT_GE(clock_.Now() - start, absl::Seconds(5));  // Options' collective_timeout
+  EXPECT_LE(clock_.Now() - start, absl::Seconds(5) + absl::Milliseconds(10));
+  const absl::Status s = work->Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("coordinator: stop"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("after the abort, the communication stream did not drain within 5s"));
+  EXPECT_EQ(c->Barrier()->Wait(), s) << "later calls fail with the same status";
+}
+
+// The barrier (and the warm-up) all-reduce one float: zeroed on the communication stream before
+// the first of them, never sent uninitialised.
+TEST_F(NcclCollectiveTest, TheBarrierBufferIsZeroedOnTheCommStreamBeforeTheWarmUp) {
+  auto c = CreateNcclCollective(store_, "job/3/", 0, 1, 0, Options(runtime_));
+  ASSERT_TRUE(c.ok()) << c.status();
+  const uintptr_t comm_stream = FakeNcclRuntime::Id(runtime_->created_stream());
+  const std::vector<FakeNcclRuntime::Op> ops = runtime_->ops();
+  ASSERT_EQ(ops.size(), 1u);
+  EXPECT_EQ(ops[0].count, 1u);
+  const std::vector<std::string> calls = runtime_->calls();
+  const auto zeroed = std::find(calls.begin(), calls.end(),
+                                absl::StrCat("MemsetAsync(stream ", comm_stream, ", value 0, 4 bytes)"));
+  const auto warm_up = std::find(calls.begin(), calls.end(), "AllReduce");
+  ASSERT_NE(zeroed, calls.end());
+  EXPECT_LT(zeroed, warm_up);
+  // The fake's Malloc leaves 0xFF bytes (a NaN) where nothing was written.
+  float value = 1.0f;
+  std::memcpy(&value, ops[0].recv, sizeof(value));
+  EXPECT_EQ(value, 0.0f);
+  ASSERT_TRUE((*c)->Barrier()->Wait().ok());
+  EXPECT_EQ(runtime_->ops().back().recv, ops[0].recv) << "the barrier reduces the same buffer";
 }
 
 TEST_F(NcclCollectiveTest, AnAsynchronousNcclErrorFailsTheWorkAsUnavailable) {

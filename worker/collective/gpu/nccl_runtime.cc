@@ -40,6 +40,7 @@ class RealRuntime : public NcclRuntime {
     return cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking);
   }
   cudaError_t StreamDestroy(cudaStream_t stream) override { return cudaStreamDestroy(stream); }
+  cudaError_t StreamQuery(cudaStream_t stream) override { return cudaStreamQuery(stream); }
   cudaError_t EventCreate(cudaEvent_t* event) override {
     return cudaEventCreateWithFlags(event, cudaEventDisableTiming);
   }
@@ -53,6 +54,9 @@ class RealRuntime : public NcclRuntime {
   }
   cudaError_t Malloc(void** ptr, size_t bytes) override { return cudaMalloc(ptr, bytes); }
   cudaError_t Free(void* ptr) override { return cudaFree(ptr); }
+  cudaError_t MemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) override {
+    return cudaMemsetAsync(ptr, value, bytes, stream);
+  }
 };
 
 }  // namespace

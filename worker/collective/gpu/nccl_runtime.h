@@ -53,6 +53,9 @@ class NcclRuntime {
   // cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking).
   virtual cudaError_t StreamCreate(cudaStream_t* stream) = 0;
   virtual cudaError_t StreamDestroy(cudaStream_t stream) = 0;
+  // cudaStreamQuery: cudaSuccess once everything enqueued on `stream` has finished,
+  // cudaErrorNotReady before (the drain after an abort polls it).
+  virtual cudaError_t StreamQuery(cudaStream_t stream) = 0;
   // cudaEventCreateWithFlags(event, cudaEventDisableTiming).
   virtual cudaError_t EventCreate(cudaEvent_t* event) = 0;
   virtual cudaError_t EventDestroy(cudaEvent_t event) = 0;
@@ -63,6 +66,8 @@ class NcclRuntime {
   // cudaMalloc / cudaFree (the barrier's one-element buffer).
   virtual cudaError_t Malloc(void** ptr, size_t bytes) = 0;
   virtual cudaError_t Free(void* ptr) = 0;
+  // cudaMemsetAsync (the barrier's buffer is zeroed before its first all-reduce).
+  virtual cudaError_t MemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) = 0;
 };
 
 // The runtime that calls NCCL and the CUDA runtime. Stateless; shared.

@@ -16,6 +16,7 @@ absl::Status WithContext(const absl::Status& s, const std::string& context) {
 
 absl::Status CommState::dead_status() const {
   absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(&settled_));
   return dead_;
 }
 
@@ -23,16 +24,52 @@ absl::Status CommState::Fail(absl::Status status) {
   ncclComm_t to_abort = nullptr;
   {
     absl::MutexLock lock(&mu_);
-    if (!dead_.ok()) return dead_;
+    if (!dead_.ok()) {
+      mu_.Await(absl::Condition(&settled_));  // another thread's abort: over before we say so
+      return dead_;
+    }
     dead_ = std::move(status);
     to_abort = comm_;
     comm_ = nullptr;
+    settled_ = to_abort == nullptr;
   }
+  if (to_abort == nullptr) return dead_status();
   // Outside the lock: nobody can reach the communicator any more (comm_ is null), and
-  // ncclCommAbort may take a while; other threads polling the state must not wait for it.
-  if (to_abort != nullptr) runtime_->CommAbort(to_abort);
+  // ncclCommAbort and the drain may take a while; other threads may still poll the lock (and
+  // wait for settled_).
+  runtime_->CommAbort(to_abort);
+  const absl::Status drained = DrainAfterAbort();
   absl::MutexLock lock(&mu_);
+  if (!drained.ok()) {
+    dead_ = WithMessage(dead_, absl::StrCat(dead_.message(), "; ", drained.message()));
+  }
+  settled_ = true;
   return dead_;
+}
+
+absl::Status CommState::DrainAfterAbort() {
+  if (comm_stream_ == nullptr) return absl::OkStatus();
+  const cudaError_t set = runtime_->SetDevice(device_);
+  if (set != cudaSuccess) {
+    return WithContext(CudaStatus(set, "cudaSetDevice(device)", __FILE__, __LINE__),
+                       "after the abort, waiting for the communication stream: ");
+  }
+  const absl::Time deadline = poller_.clock->Now() + drain_timeout_;
+  while (true) {
+    const cudaError_t query = runtime_->StreamQuery(comm_stream_);
+    if (query == cudaSuccess) return absl::OkStatus();
+    if (query != cudaErrorNotReady) {
+      return WithContext(CudaStatus(query, "cudaStreamQuery(comm_stream)", __FILE__, __LINE__),
+                         "after the abort, waiting for the communication stream: ");
+    }
+    if (poller_.clock->Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "after the abort, the communication stream did not drain within ",
+          absl::FormatDuration(drain_timeout_),
+          ": NCCL kernels may still write the buffers of this collective's operations"));
+    }
+    poller_.sleep(poller_.interval);
+  }
 }
 
 ncclComm_t CommState::TakeForClose(absl::Status closed) {

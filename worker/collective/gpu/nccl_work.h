@@ -34,20 +34,46 @@ using Sleeper = std::function<void(absl::Duration)>;
 // `s` with `context` in front of its message (OK stays OK).
 absl::Status WithContext(const absl::Status& s, const std::string& context);
 
+// How a Work or the init loop waits: clock, sleep and poll interval.
+struct Poller {
+  Clock* clock;
+  Sleeper sleep;
+  absl::Duration interval;
+};
+
 // The communicator and the first error, shared by the Collective and its Works.
+//
+// An abort is over only once the communication stream has drained: ncclCommAbort tells the
+// NCCL kernels to stop, but a kernel issued before it may still be running, and writing the
+// buffer it was given, when the call returns. Whoever learns of the failure goes on to free
+// device memory (the reducer's arenas, freed in the compute stream's order, which never waits
+// for the communication stream), so no caller learns of it before the drain: dead_status(),
+// Fail() and therefore every failing Work return only once the abort and the drain are over.
 class CommState {
  public:
-  CommState(std::shared_ptr<NcclRuntime> runtime, ncclComm_t comm, int rank)
-      : runtime_(std::move(runtime)), rank_(rank), comm_(comm) {}
+  // `comm_stream` (null: none) is the stream the operations run on, drained after an abort on
+  // `device`, polled every poller.interval for at most `drain_timeout`.
+  CommState(std::shared_ptr<NcclRuntime> runtime, ncclComm_t comm, int rank, int device,
+            cudaStream_t comm_stream, Poller poller, absl::Duration drain_timeout)
+      : runtime_(std::move(runtime)),
+        rank_(rank),
+        device_(device),
+        comm_stream_(comm_stream),
+        poller_(std::move(poller)),
+        drain_timeout_(drain_timeout),
+        comm_(comm) {}
 
   int rank() const { return rank_; }
 
-  // OK while live; the first error once dead.
+  // OK while live; the first error once dead (waiting for an abort in progress to be over).
   absl::Status dead_status() const;
 
   // Makes the state DEAD with `status` unless it already is, aborting the communicator exactly
-  // once (outside the lock: ncclCommAbort may take a while). Returns the status in force (the
-  // first one).
+  // once (outside the lock: ncclCommAbort may take a while) and then draining the communication
+  // stream. Returns the status in force (the first one), once the abort and the drain are over
+  // (also when another thread runs them). A stream that does not drain within drain_timeout,
+  // or a device error while waiting, is added to the status's message ("...; after the abort,
+  // the communication stream did not drain ..."): the buffers may still be written then.
   absl::Status Fail(absl::Status status);
 
   // Ends the communicator's life for a graceful close: from now on the state is DEAD with
@@ -65,18 +91,20 @@ class CommState {
   absl::Status PollAsyncError(bool* in_progress);
 
  private:
+  // Polls the communication stream until it is idle (after an abort): OK, or why it did not.
+  absl::Status DrainAfterAbort();
+
   const std::shared_ptr<NcclRuntime> runtime_;
   const int rank_;
+  const int device_;
+  const cudaStream_t comm_stream_;
+  const Poller poller_;
+  const absl::Duration drain_timeout_;
   mutable absl::Mutex mu_;
   ncclComm_t comm_ ABSL_GUARDED_BY(mu_);
   absl::Status dead_ ABSL_GUARDED_BY(mu_);
-};
-
-// How a Work or the init loop waits: clock, sleep and poll interval.
-struct Poller {
-  Clock* clock;
-  Sleeper sleep;
-  absl::Duration interval;
+  // False while an abort (and its drain) runs: until then nobody is told the state is dead.
+  bool settled_ ABSL_GUARDED_BY(mu_) = true;
 };
 
 // A Work that finished when it was created (refused or failed at issue).
