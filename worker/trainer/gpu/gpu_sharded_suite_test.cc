@@ -6,6 +6,8 @@
 //     for layers 0..K-1, then K-1..1 (the CPU Mlp's 2K - 1 calls), and loss and gradients equal
 //     the model's own, bit for bit, in fp32 and bf16;
 //   * GpuSgdOptimizer::StepOwned / StepShard equal Step on the owned elements, bit for bit.
+// Device buffers are filled and zeroed on the stream that uses them (the model's non-blocking
+// stream is not ordered after the legacy default stream).
 // Run on a GPU node: bazel test --config=gpu //worker/trainer/gpu:gpu_sharded_suite_test
 #include <cuda_runtime.h>
 
@@ -51,8 +53,9 @@ TEST(GpuShardedSuite, SlotForGradientsLandInTheHandedOutSlotsBitForBit) {
   ASSERT_TRUE((*own)->ForwardBackward(data.example(0), data.y.data(), 16, {}).ok());
   (*pooled)->ReleaseOwnGradients(std::vector<bool>(6, true));
   EXPECT_TRUE((*pooled)->ZeroGradients().ok()) << "released slots are skipped";
-  DeviceBuffer<float> pool((*pooled)->parameter_count());
-  ASSERT_CUDA_OK(cudaMemset(pool.get(), 0, (*pooled)->parameter_count() * sizeof(float)));
+  // Zeroed on the model's (non-blocking) stream, which backward accumulates on.
+  DeviceBuffer<float> pool((*pooled)->parameter_count(), (*pooled)->stream());
+  ASSERT_CUDA_OK(pool.Zero());
   std::vector<size_t> offsets;
   size_t offset = 0;
   for (const ParameterInfo& p : (*pooled)->parameters()) {
@@ -94,7 +97,8 @@ TEST(GpuShardedSuite, ProvidedParametersAfterReleaseMatchTheOwnOnesBitForBit) {
     std::vector<std::unique_ptr<DeviceBuffer<float>>> copies;
     for (size_t i = 0; i < cpu.parameters().size(); ++i) {
       copies.push_back(std::make_unique<DeviceBuffer<float>>(
-          std::vector<float>(cpu.param(i), cpu.param(i) + cpu.parameters()[i].count)));
+          std::vector<float>(cpu.param(i), cpu.param(i) + cpu.parameters()[i].count),
+          (*sharded)->stream()));
     }
     (*sharded)->ReleaseParameters();
     EXPECT_TRUE((*sharded)->parameters_released());
@@ -140,12 +144,13 @@ TEST(GpuShardedSuite, StepOwnedAndStepShardEqualStepOnTheOwnedElements) {
     auto by_shard = GpuSgdOptimizer::CreateSharded(infos, TestSgd(), owned, 0, stream);
     auto by_param = GpuSgdOptimizer::CreateSharded(infos, TestSgd(), owned, 0, stream);
     ASSERT_TRUE(whole.ok() && by_shard.ok() && by_param.ok());
-    DeviceBuffer<float> pa(a), pb(b), qa(a), qb(b), shard_a(std::vector<float>(a.begin() + 100,
-                                                                               a.begin() + 250));
+    DeviceBuffer<float> pa(a, stream), pb(b, stream), qa(a, stream), qb(b, stream);
+    DeviceBuffer<float> shard_a(std::vector<float>(a.begin() + 100, a.begin() + 250), stream);
     for (int step = 0; step < 3; ++step) {
       for (size_t k = 0; k < ga.size(); ++k) ga[k] = 0.001f * static_cast<float>((k * 7 + step) % 23);
-      DeviceBuffer<float> dga(ga), dgb(gb);
-      DeviceBuffer<float> owned_grad(std::vector<float>(ga.begin() + 100, ga.begin() + 250));
+      DeviceBuffer<float> dga(ga, stream), dgb(gb, stream);
+      DeviceBuffer<float> owned_grad(std::vector<float>(ga.begin() + 100, ga.begin() + 250),
+                                     stream);
       const std::vector<bool> has_grad = {true, true};
       ASSERT_TRUE((*whole)->Step({pa.get(), pb.get()}, {dga.get(), dgb.get()}, has_grad).ok());
       ASSERT_TRUE(

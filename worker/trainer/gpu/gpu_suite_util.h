@@ -1,5 +1,6 @@
 // Helpers shared by the GPU suites (trainer and NCCL): CUDA result assertions, the suites' SGD
-// settings, a device buffer freed at scope exit, and the largest parameter difference.
+// settings, a device buffer freed at scope exit (ordered on a given stream), and the largest
+// parameter difference.
 #ifndef RINGLEADER_WORKER_TRAINER_GPU_GPU_SUITE_UTIL_H_
 #define RINGLEADER_WORKER_TRAINER_GPU_GPU_SUITE_UTIL_H_
 
@@ -27,27 +28,42 @@ inline SgdOptions TestSgd() {
   return o;
 }
 
-// A device copy of a host vector, freed at scope exit.
+// Device memory freed at scope exit, filled and read in the order of `stream` (nullptr: the
+// legacy default stream). Pass the stream of the work that uses the buffer: a non-blocking
+// stream (GpuMlp::stream(), the NCCL communication stream) is not ordered after the legacy
+// default stream, so a synchronous cudaMemcpy/cudaMemset there may still be running when that
+// stream's kernels read the buffer.
 template <typename T>
 class DeviceBuffer {
  public:
-  explicit DeviceBuffer(size_t n) : n_(n) { cudaMalloc(&ptr_, std::max<size_t>(n, 1) * sizeof(T)); }
-  explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) {
-    cudaMemcpy(ptr_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+  explicit DeviceBuffer(size_t n, cudaStream_t stream = nullptr) : n_(n), stream_(stream) {
+    cudaMalloc(&ptr_, std::max<size_t>(n, 1) * sizeof(T));
+  }
+  // A copy of `host`, complete when the constructor returns (the source is pageable: copied on
+  // `stream`, then `stream` synchronised).
+  explicit DeviceBuffer(const std::vector<T>& host, cudaStream_t stream = nullptr)
+      : DeviceBuffer(host.size(), stream) {
+    cudaMemcpyAsync(ptr_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice, stream_);
+    cudaStreamSynchronize(stream_);
   }
   ~DeviceBuffer() { cudaFree(ptr_); }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   T* get() const { return static_cast<T*>(ptr_); }
+  // Zeroes the buffer, enqueued on `stream` (work enqueued there later sees the zeros).
+  cudaError_t Zero() { return cudaMemsetAsync(ptr_, 0, n_ * sizeof(T), stream_); }
+  // The contents once every stream's work so far is done.
   std::vector<T> ToHost() const {
     std::vector<T> out(n_);
     cudaDeviceSynchronize();
-    cudaMemcpy(out.data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost);
+    cudaMemcpyAsync(out.data(), ptr_, n_ * sizeof(T), cudaMemcpyDeviceToHost, stream_);
+    cudaStreamSynchronize(stream_);
     return out;
   }
 
  private:
   size_t n_;
+  cudaStream_t stream_;
   void* ptr_ = nullptr;
 };
 
