@@ -10,6 +10,7 @@
 #include "common/gpu/gpu_devices.h"
 #include "common/status_macros.h"
 #include "worker/checkpoint/training_state.h"
+#include "worker/rank/gpu/local_norm_notes.h"
 #include "worker/sync/gpu/cuda_tensor_memory.h"
 #include "worker/trainer/gpu/gpu_mlp.h"
 #include "worker/trainer/gpu/gpu_mlp_kernels.h"
@@ -26,7 +27,7 @@ class GpuModelRunner : public ModelRunner {
         sgd_(sgd),
         model_(std::move(model)),
         memory_(model_->device(), model_->stream()),
-        noted_(model_->parameters().size(), false) {}
+        notes_(model_->parameters().size()) {}
 
   absl::Status Init() {
     ASSIGN_OR_RETURN(optimizer_, gpu::GpuSgdOptimizer::Create(model_->parameters(), sgd_,
@@ -97,35 +98,40 @@ class GpuModelRunner : public ModelRunner {
   void ReleaseFullParameters() override { host_gathered_ = false; }
 
   // Enqueued on the compute stream before the reducer's MarkReady can issue the collective that
-  // averages this gradient in place, so the kernel reads the local values.
+  // averages this gradient in place, so the kernel reads the local values. A gradient noted
+  // again before the Take (zero2/fsdp: once per micro-batch) adds to its partials, as the CPU
+  // runner adds every note (local_norm_notes.h).
   void NoteLocalGradient(size_t i) override {
     if (!norm_error_.ok()) return;
-    const cudaError_t launched = gpu::LaunchSquaredSumPartials(
-        model_->grad(i), parameters()[i].count, norm_partials_.data() + i * gpu::kSquaredSumBlocks,
-        model_->stream());
+    double* partials = norm_partials_.data() + i * gpu::kSquaredSumBlocks;
+    const bool first = notes_.Note(i) == LocalNormNotes::Launch::kWrite;
+    const cudaError_t launched =
+        first ? gpu::LaunchSquaredSumPartials(model_->grad(i), parameters()[i].count, partials,
+                                              model_->stream())
+              : gpu::LaunchAddSquaredSumPartials(model_->grad(i), parameters()[i].count,
+                                                 partials, model_->stream());
     if (launched != cudaSuccess) {
-      norm_error_ = gpu::CudaStatus(launched, "LaunchSquaredSumPartials", __FILE__, __LINE__);
+      norm_error_ = gpu::CudaStatus(
+          launched, first ? "LaunchSquaredSumPartials" : "LaunchAddSquaredSumPartials", __FILE__,
+          __LINE__);
     }
-    noted_[i] = true;
   }
   absl::StatusOr<double> TakeLocalSquaredNorm() override {
-    std::vector<bool> noted(parameters().size(), false);
-    noted.swap(noted_);
     absl::Status error = std::move(norm_error_);
     norm_error_ = absl::OkStatus();
-    RETURN_IF_ERROR(error);
-    if (std::none_of(noted.begin(), noted.end(), [](bool b) { return b; })) return 0.0;
-    std::vector<double> partials(norm_partials_.size());
-    RETURN_IF_ERROR(
-        memory_.CopyToHost(partials.data(), norm_partials_.data(), norm_partials_.bytes()));
-    double sum = 0;
-    for (size_t i = 0; i < noted.size(); ++i) {
-      if (!noted[i]) continue;
-      for (int k = 0; k < gpu::kSquaredSumBlocks; ++k) {
-        sum += partials[i * gpu::kSquaredSumBlocks + k];
-      }
+    if (!error.ok() || !notes_.any()) {
+      notes_.Clear();
+      RETURN_IF_ERROR(error);
+      return 0.0;
     }
-    return sum;
+    std::vector<double> partials(norm_partials_.size());
+    const absl::Status copied =
+        memory_.CopyToHost(partials.data(), norm_partials_.data(), norm_partials_.bytes());
+    if (!copied.ok()) {
+      notes_.Clear();
+      return copied;
+    }
+    return notes_.Take(partials, gpu::kSquaredSumBlocks);
   }
   absl::StatusOr<double> GradNorm(const std::vector<bool>& include) override {
     return model_->GradNorm(include);
@@ -231,7 +237,7 @@ class GpuModelRunner : public ModelRunner {
   gpu::CudaTensorMemory memory_;
   std::unique_ptr<gpu::GpuSgdOptimizer> optimizer_;
   TensorBuffer<double> norm_partials_;  // kSquaredSumBlocks per parameter
-  std::vector<bool> noted_;             // parameters noted since the last Take
+  LocalNormNotes notes_;                // parameters noted since the last Take
   absl::Status norm_error_;
   ParameterShard* shard_ = nullptr;  // sharded parameters (fsdp): where they live; not owned
   bool host_gathered_ = false;      // fsdp: host_ holds the gathered parameters

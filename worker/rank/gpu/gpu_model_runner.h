@@ -4,7 +4,9 @@
 // Evaluation and checkpoints copy the parameters (and momentum buffers) back into the host Mlp
 // the runner was created from, and run the CPU code there. The local gradient norm is reduced on
 // the device (one partials kernel per noted gradient, enqueued before the reducer may launch
-// that gradient's bucket) and copied back once per step.
+// that gradient's bucket) and copied back once per step; a gradient noted again within the step
+// (zero2 and fsdp note it every micro-batch) adds to its partials, as the CPU runner adds every
+// note (local_norm_notes.h).
 //
 // strategy zero1 (ShardOptimizerState): the GpuSgdOptimizer steps only the rank's owned elements
 // and keeps their momentum only, on the device; the training loop all-gathers the parameter

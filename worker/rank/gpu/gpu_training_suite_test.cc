@@ -1,6 +1,7 @@
 // GPU suite for the rank's GPU path: the GPU model runner + reducer over CUDA memory + NCCL
 // against the CPU runner + reducer over host memory + gloo, step by step (one GPU: world size 1;
-// every GPU: data parallel), and whole nccl jobs through RunRank with a fake coordinator.
+// every GPU: data parallel), and whole nccl jobs through RunRank with a fake coordinator (among
+// them zero2 and fsdp with gradient accumulation against the same jobs on CPU ranks).
 // Every test starts with RL_SKIP_WITHOUT_GPU: without a GPU the suite skips with
 // "no GPU: <reason>". Run on a GPU node:
 //   bazel test --config=gpu //worker/rank/gpu:gpu_training_suite_test
@@ -318,6 +319,45 @@ TEST(GpuTrainingSuite, NcclJobRunsEndToEndThroughRunRank) {
     EXPECT_NEAR(s0[0].loss(), c0[0].loss(), kFp32Rtol * c0[0].loss());
     EXPECT_NEAR(s0[0].synced_grad_norm(), c0[0].synced_grad_norm(),
                 kFp32Rtol * c0[0].synced_grad_norm());
+  }
+}
+
+// strategies zero2 and fsdp with gradient accumulation reduce-scatter every micro-batch's
+// gradients on their own, noting each micro-batch's local gradients: the step's local norm adds
+// every note (the CPU runner's sum). The GPU runner's local_grad_norm (NoteLocalGradient on the
+// device) against the CPU runner's in the same job over gloo, the first steps within kFp32Rtol:
+// the last micro-batch's norm alone would be about 30% low.
+TEST(GpuTrainingSuite, ShardedLocalNormsUnderAccumulationMatchTheCpuRunner) {
+  RL_SKIP_WITHOUT_GPU(1);
+  const int world = GpuCount();
+  for (const std::string strategy : {"zero2", "fsdp"}) {
+    const auto spec_for = [&](const std::string& backend) {
+      v1::JobSpec spec = SuiteSpec(backend, world);
+      spec.set_strategy(strategy);
+      spec.set_epochs(1);
+      spec.mutable_sync()->set_gradient_accumulation_steps(2);
+      return spec;
+    };
+    const JobRun nccl = RunJob(spec_for("nccl"));
+    const JobRun gloo = RunJob(spec_for("gloo"));
+    for (int r = 0; r < world; ++r) {
+      ASSERT_TRUE(nccl.results[r].status.ok())
+          << strategy << " nccl rank " << r << ": " << nccl.results[r].status;
+      ASSERT_TRUE(gloo.results[r].status.ok())
+          << strategy << " gloo rank " << r << ": " << gloo.results[r].status;
+      const auto g = nccl.coordinator->steps(r);
+      const auto c = gloo.coordinator->steps(r);
+      ASSERT_EQ(g.size(), c.size()) << strategy;
+      ASSERT_GE(g.size(), 3u) << strategy;
+      for (size_t s = 0; s < 3; ++s) {
+        EXPECT_NEAR(g[s].local_grad_norm(), c[s].local_grad_norm(),
+                    kFp32Rtol * c[s].local_grad_norm())
+            << strategy << " rank " << r << " step " << s + 1;
+        EXPECT_NEAR(g[s].synced_grad_norm(), c[s].synced_grad_norm(),
+                    kFp32Rtol * c[s].synced_grad_norm())
+            << strategy << " rank " << r << " step " << s + 1;
+      }
+    }
   }
 }
 

@@ -74,8 +74,9 @@ __global__ void Bf16ToFloatKernel(const uint16_t* in, float* out, size_t n) {
 }
 
 // One partial per block: each thread sums its grid-stride share, then a tree reduction in
-// shared memory (fixed shape, so the result is the same on every run).
-__global__ void SquaredSumPartialsKernel(const float* v, size_t n, double* partials) {
+// shared memory (fixed shape, so the result is the same on every run). With `add` the block's
+// sum is added to the partial already there instead of replacing it.
+__global__ void SquaredSumPartialsKernel(const float* v, size_t n, double* partials, bool add) {
   __shared__ double sums[kThreads];
   sums[threadIdx.x] = SquaredSumStrided(v, GlobalIndex(), n, GlobalStride());
   __syncthreads();
@@ -83,7 +84,7 @@ __global__ void SquaredSumPartialsKernel(const float* v, size_t n, double* parti
     if (threadIdx.x < width) sums[threadIdx.x] += sums[threadIdx.x + width];
     __syncthreads();
   }
-  if (threadIdx.x == 0) partials[blockIdx.x] = sums[0];
+  if (threadIdx.x == 0) partials[blockIdx.x] = add ? partials[blockIdx.x] + sums[0] : sums[0];
 }
 
 }  // namespace
@@ -141,7 +142,14 @@ cudaError_t LaunchBf16ToFloat(const uint16_t* in, float* out, size_t n, cudaStre
 cudaError_t LaunchSquaredSumPartials(const float* v, size_t n, double* partials,
                                      cudaStream_t stream) {
   // Always launched (even for n == 0) so every partial is written.
-  SquaredSumPartialsKernel<<<kSquaredSumBlocks, kThreads, 0, stream>>>(v, n, partials);
+  SquaredSumPartialsKernel<<<kSquaredSumBlocks, kThreads, 0, stream>>>(v, n, partials, false);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchAddSquaredSumPartials(const float* v, size_t n, double* partials,
+                                        cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;  // adds 0 to every partial
+  SquaredSumPartialsKernel<<<kSquaredSumBlocks, kThreads, 0, stream>>>(v, n, partials, true);
   return cudaGetLastError();
 }
 

@@ -49,6 +49,10 @@ cudaError_t LaunchBf16ToFloat(const uint16_t* in, float* out, size_t n, cudaStre
 // double. The caller adds the partials (in index order, for a deterministic result).
 cudaError_t LaunchSquaredSumPartials(const float* v, size_t n, double* partials,
                                      cudaStream_t stream);
+// partials[k] += the same block sum of v[i]^2: adds one more squared norm to partials written
+// by LaunchSquaredSumPartials (one gradient noted once per micro-batch, GpuModelRunner).
+cudaError_t LaunchAddSquaredSumPartials(const float* v, size_t n, double* partials,
+                                        cudaStream_t stream);
 
 }  // namespace gpu
 }  // namespace ringleader
