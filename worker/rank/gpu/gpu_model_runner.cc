@@ -55,7 +55,12 @@ class GpuModelRunner : public ModelRunner {
     const std::vector<float*> p = model_->param_ptrs();
     return std::vector<const float*>(p.begin(), p.end());
   }
-  std::vector<float*> mutable_parameter_ptrs() override { return model_->param_ptrs(); }
+  // The caller writes the parameters through these (zero1/zero2's all-gather of the shards)
+  // before the next ForwardBackward: the bf16 copy is recast then.
+  std::vector<float*> mutable_parameter_ptrs() override {
+    model_->MarkParametersChanged();
+    return model_->param_ptrs();
+  }
   void BindGradients(std::vector<float*> slots) override {
     model_->BindGradients(std::move(slots));
   }
@@ -138,6 +143,7 @@ class GpuModelRunner : public ModelRunner {
   }
 
   absl::Status OptimizerStep(const std::vector<bool>& has_grad) override {
+    model_->MarkParametersChanged();  // bf16: recast before the next ForwardBackward
     return optimizer_->Step(model_->param_ptrs(), model_->grad_ptrs(), has_grad);
   }
 
@@ -145,7 +151,10 @@ class GpuModelRunner : public ModelRunner {
   // shard (device pointers into the reducer's memory, which is memory_).
   absl::Status OptimizerStepOwned(const std::vector<bool>& has_grad,
                                   const std::vector<const float*>& owned_grads) override {
-    if (shard_ == nullptr) return optimizer_->StepOwned(model_->param_ptrs(), owned_grads, has_grad);
+    if (shard_ == nullptr) {
+      model_->MarkParametersChanged();  // bf16: recast before the next ForwardBackward
+      return optimizer_->StepOwned(model_->param_ptrs(), owned_grads, has_grad);
+    }
     // fsdp: the owned parameter elements are all this rank holds.
     std::vector<float*> owned_params;
     for (size_t i = 0; i < parameters().size(); ++i) {

@@ -8,6 +8,11 @@
 // (zero2 and fsdp note it every micro-batch) adds to its partials, as the CPU runner adds every
 // note (local_norm_notes.h).
 //
+// bf16 mixed precision: the GpuMlp recasts its bf16 copy of the parameters only after they
+// changed (GpuMlp::MarkParametersChanged): OptimizerStep / OptimizerStepOwned and
+// mutable_parameter_ptrs() (the shard gathers of zero1 and zero2 write through it) mark them. A
+// checkpoint's parameters are loaded into the host Mlp before CreateGpuModelRunner uploads it.
+//
 // strategy zero1 (ShardOptimizerState): the GpuSgdOptimizer steps only the rank's owned elements
 // and keeps their momentum only, on the device; the training loop all-gathers the parameter
 // shards through the runner's device memory, as on the CPU runner. strategy zero2 likewise, with

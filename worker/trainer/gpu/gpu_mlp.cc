@@ -306,10 +306,12 @@ absl::StatusOr<double> GpuMlp::ForwardBackward(const float* x, const int32_t* y,
   CheckOrDie(provider != nullptr || params_ != nullptr,
              "released parameters need a ParameterProvider (params_for)");
   if (bf16) {
-    // The optimizer changed the fp32 master weights since the last step (a provider's weights
-    // are cast one by one, LayerFor).
-    if (provider == nullptr) {
+    // The bf16 copy follows the fp32 master weights: recast only after they changed
+    // (MarkParametersChanged), so the micro-batches of one step share one cast; the same values
+    // give the same bits either way. A provider's weights are cast one by one (LayerFor).
+    if (provider == nullptr && params_bf16_stale_) {
       RL_CUDA_RETURN_IF_ERROR(LaunchFloatToBf16(params_, params_bf16_, total_params_, stream_));
+      params_bf16_stale_ = false;
     }
     RL_CUDA_RETURN_IF_ERROR(
         LaunchFloatToBf16(input_, input_bf16_, batch * input_features(), stream_));

@@ -8,6 +8,7 @@
 //   model->ZeroGradients();
 //   ASSIGN_OR_RETURN(double loss, model->ForwardBackward(x, y, batch, {}));
 //   opt->Step(model->param_ptrs(), model->grad_ptrs(), has_grad);
+//   model->MarkParametersChanged();                 // kBf16: recast before the next pass
 //
 // Initial parameters are copied from a CPU Mlp (built with the same layers and seed), so CPU and
 // GPU ranks start from identical weights.
@@ -16,7 +17,9 @@
 // TF32); bias+ReLU, ReLU backward, softmax cross-entropy and the bias gradient by the kernels of
 // gpu_mlp_kernels.h (mlp_math.h's arithmetic). With Precision::kBf16 (JobSpec.mixed_precision
 // "bf16") the GEMM inputs (weights, activations, deltas) are rounded to bfloat16 and accumulated
-// in fp32; parameters ("master weights"), gradients, bias and loss math stay fp32.
+// in fp32; parameters ("master weights"), gradients, bias and loss math stay fp32. The bf16 copy
+// of the weights is cast at the first ForwardBackward and then only after MarkParametersChanged
+// (an optimizer step or any other write through param() / param_ptrs()), not per micro-batch.
 //
 // Gradient slots: the model's own storage by default, the reducer's bucket views after
 // BindGradients, or per step from BackwardOptions::slot_for (strategy zero2, a device pointer
@@ -91,6 +94,14 @@ class GpuMlp {
   std::vector<const float*> grad_ptrs() const {
     return std::vector<const float*>(grad_slots_.begin(), grad_slots_.end());
   }
+
+  // Tells the model that its parameters were written through param() / param_ptrs() (an
+  // optimizer step, the all-gather of sharded parameters): in kBf16 mode the next
+  // ForwardBackward recasts its bf16 copy, which it does only then (and at the first call).
+  // Whoever writes the parameters calls it before the next ForwardBackward; a write without it
+  // is not seen by a kBf16 model's GEMMs. Cheap; no effect in kFp32 mode or once the
+  // parameters were released (a provider's weights are cast at every use).
+  void MarkParametersChanged() { params_bf16_stale_ = true; }
 
   // Points gradient i at device memory slots[i] (the reducer's bucket views); empty = back to
   // the model's own storage. Same contract as Mlp::BindGradients (checked; aborts otherwise).
@@ -170,6 +181,7 @@ class GpuMlp {
   float* params_ = nullptr;
   float* own_grads_ = nullptr;
   uint16_t* params_bf16_ = nullptr;  // kBf16 only: bf16 copy of the parameters
+  bool params_bf16_stale_ = true;    // kBf16: params_bf16_ must be recast before the next use
   uint16_t* weight_bf16_staging_ = nullptr;  // kBf16 with a provider: the current weight
   std::vector<float*> param_ptrs_;
   std::vector<uint16_t*> param_bf16_ptrs_;

@@ -377,10 +377,85 @@ TEST(GpuSuite, Bf16TrainerTracksTheEmulationAndStaysNearFp32) {
         (*gpu_opt)
             ->Step((*gpu)->param_ptrs(), (*gpu)->grad_ptrs(), std::vector<bool>(ep.size(), true))
             .ok());
+    (*gpu)->MarkParametersChanged();
     ASSERT_TRUE((*gpu)->CopyParametersTo(gpu_params).ok());
     EXPECT_LE(MaxParamDiff(gpu_params, emulation), kBf16VsEmulationParamAtol) << step;
     EXPECT_LE(MaxParamDiff(gpu_params, cpu), kBf16ParamAtol) << step;
   }
+}
+
+// bf16: the model casts its bf16 copy of the weights once per change of the fp32 parameters
+// (MarkParametersChanged), not per micro-batch. Against a model told before EVERY pass (the
+// cast per micro-batch it replaces): losses, gradients and parameters bit for bit over steps of
+// two accumulated micro-batches. And the copy is really kept: weights overwritten without the
+// mark leave the loss as it was; with it, the loss is a fresh model's on the new values.
+TEST(GpuSuite, Bf16CopyIsRecastOnlyAfterTheParametersChanged) {
+  RL_SKIP_WITHOUT_GPU(1);
+  const std::vector<size_t> layers = {12, 16, 8, 4};
+  const size_t num_params = layers.size() * 2 - 2;
+  const Dataset data = MakeSyntheticDataset(64, layers[0], 4, 21);
+  Mlp cpu(layers, /*seed=*/13);
+  GpuMlpOptions options;
+  options.precision = Precision::kBf16;
+  auto marked = GpuMlp::Create(cpu, options);  // marked after each optimizer step
+  auto always = GpuMlp::Create(cpu, options);  // marked before every pass
+  ASSERT_TRUE(marked.ok() && always.ok());
+  auto marked_opt =
+      GpuSgdOptimizer::Create((*marked)->parameters(), TestSgd(), 0, (*marked)->stream());
+  auto always_opt =
+      GpuSgdOptimizer::Create((*always)->parameters(), TestSgd(), 0, (*always)->stream());
+  ASSERT_TRUE(marked_opt.ok() && always_opt.ok());
+  const std::vector<bool> all(num_params, true);
+  constexpr size_t kMicro = 8;
+  for (int step = 0; step < 4; ++step) {
+    ASSERT_TRUE((*marked)->ZeroGradients().ok());
+    ASSERT_TRUE((*always)->ZeroGradients().ok());
+    for (int k = 0; k < 2; ++k) {
+      const size_t start = (step * 2 + k) * kMicro % data.size;
+      (*always)->MarkParametersChanged();
+      auto a = (*marked)->ForwardBackward(data.example(start), &data.y[start], kMicro, {});
+      auto b = (*always)->ForwardBackward(data.example(start), &data.y[start], kMicro, {});
+      ASSERT_TRUE(a.ok() && b.ok());
+      EXPECT_EQ(*a, *b) << "step " << step << " micro-batch " << k;
+    }
+    for (size_t i = 0; i < num_params; ++i) {
+      EXPECT_EQ(*(*marked)->CopyGradientToHost(i), *(*always)->CopyGradientToHost(i))
+          << "step " << step << " gradient " << i;
+    }
+    ASSERT_TRUE((*marked_opt)->Step((*marked)->param_ptrs(), (*marked)->grad_ptrs(), all).ok());
+    (*marked)->MarkParametersChanged();
+    ASSERT_TRUE((*always_opt)->Step((*always)->param_ptrs(), (*always)->grad_ptrs(), all).ok());
+  }
+  Mlp marked_params(layers, 1), always_params(layers, 1);
+  ASSERT_TRUE((*marked)->CopyParametersTo(marked_params).ok());
+  ASSERT_TRUE((*always)->CopyParametersTo(always_params).ok());
+  for (size_t i = 0; i < num_params; ++i) {
+    EXPECT_EQ(ParamsOf(marked_params, i), ParamsOf(always_params, i)) << "parameter " << i;
+  }
+
+  // Overwrite the weights (the biases stay: they are read in fp32) without the mark.
+  auto loss_now = [&](GpuMlp& m) {
+    absl::StatusOr<double> loss = m.ForwardBackward(data.example(0), data.y.data(), kMicro, {});
+    EXPECT_TRUE(loss.ok()) << loss.status();
+    return loss.ok() ? *loss : -1.0;
+  };
+  const double kept = loss_now(**marked);
+  Mlp other(layers, /*seed=*/99);
+  for (size_t i = 0; i < num_params; i += 2) {
+    ASSERT_CUDA_OK(cudaMemcpyAsync((*marked)->param(i), other.param(i),
+                                   other.parameters()[i].count * sizeof(float),
+                                   cudaMemcpyHostToDevice, (*marked)->stream()));
+  }
+  ASSERT_TRUE((*marked)->Synchronize().ok());
+  EXPECT_EQ(loss_now(**marked), kept) << "recast without MarkParametersChanged";
+  (*marked)->MarkParametersChanged();
+  Mlp now(layers, 1);
+  ASSERT_TRUE((*marked)->CopyParametersTo(now).ok());
+  auto fresh = GpuMlp::Create(now, options);
+  ASSERT_TRUE(fresh.ok()) << fresh.status();
+  const double recast = loss_now(**marked);
+  EXPECT_NE(recast, kept);
+  EXPECT_EQ(recast, loss_now(**fresh)) << "the recast copy is the new weights'";
 }
 
 }  // namespace
