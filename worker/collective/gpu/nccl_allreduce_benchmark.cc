@@ -7,9 +7,10 @@
 //               store), `iters` AllReduce calls in a row, then Wait on each Work — what the
 //               reducer does (compute-stream ordering event, completion event, polling).
 //
-// Prints, per size, the time per all-reduce, the bus bandwidth (bytes / time x 2(n-1)/n; for one
-// GPU the algorithm bandwidth) and ringleader / raw. Needs a GPU; without one it says why and
-// exits 1, as it does when a rank fails to close (the ranks close together).
+// Prints, per size, the time per all-reduce, the bus bandwidth (bytes / time x 2(n-1)/n) and
+// ringleader / raw; on one GPU, which moves no data, each call's cost instead. Needs a GPU;
+// without one it says why and exits 1, as it does when a rank fails to close (the ranks close
+// together).
 //
 //   nccl_allreduce_benchmark --sizes_mib=1,16,64,256 --iters=20
 #include <cuda_runtime_api.h>
@@ -171,8 +172,16 @@ int Main() {
   ncclGetVersion(&version);
   std::printf("NCCL %d, %d GPU(s): %s; %d all-reduces per figure (fp32 sum)\n", version, n,
               (*gpus)[0].name().c_str(), iters);
-  std::printf("%8s %14s %14s %14s %14s %10s\n", "MiB", "raw ms", "raw GB/s", "ringleader ms",
-              "ringleader GB/s", "rl/raw");
+  // One GPU moves no data between GPUs (an in-place one-rank all-reduce is a no-op for NCCL):
+  // no bandwidth to report, only what each call costs.
+  const bool one_gpu = n == 1;
+  if (one_gpu) {
+    std::printf("one GPU: an all-reduce moves no data, so no bandwidth figure; each call's cost\n");
+    std::printf("%8s %14s %14s %14s\n", "MiB", "raw us/call", "rl us/call", "rl extra us");
+  } else {
+    std::printf("%8s %14s %14s %14s %14s %10s\n", "MiB", "raw ms", "raw GB/s", "ringleader ms",
+                "ringleader GB/s", "rl/raw");
+  }
   for (size_t mib : sizes_mib) {
     const size_t elements = mib << 18;
     auto raw = TimeRaw(comms, bufs, elements, iters);
@@ -183,6 +192,12 @@ int Main() {
       return 1;
     }
     const size_t bytes = elements * sizeof(float);
+    if (one_gpu) {
+      const double raw_us = absl::ToDoubleMicroseconds(*raw);
+      const double ours_us = absl::ToDoubleMicroseconds(*ours);
+      std::printf("%8zu %14.2f %14.2f %14.2f\n", mib, raw_us, ours_us, ours_us - raw_us);
+      continue;
+    }
     std::printf("%8zu %14.3f %14.2f %14.3f %14.2f %10.3f\n", mib, absl::ToDoubleMilliseconds(*raw),
                 BusBandwidthGBs(bytes, *raw, n), absl::ToDoubleMilliseconds(*ours),
                 BusBandwidthGBs(bytes, *ours, n),
