@@ -259,8 +259,14 @@ void Coordinator::AssignLocked(JobRecord* job, const std::vector<WorkerRecord*>&
   job->carried_verdict.Clear();
   std::vector<std::string> named;
   std::vector<std::string> hosts;
-  for (const WorkerRecord* worker : ranks) hosts.push_back(worker->host);
-  const std::vector<RankPlacement> placements = PlaceRanks(hosts);
+  std::vector<int32_t> gpus;  // the worker's CUDA device, -1 for a CPU worker
+  for (const WorkerRecord* worker : ranks) {
+    hosts.push_back(worker->host);
+    auto cuda = std::find_if(worker->devices.begin(), worker->devices.end(),
+                             [](const v1::Device& device) { return device.kind() == "cuda"; });
+    gpus.push_back(cuda == worker->devices.end() ? -1 : cuda->index());
+  }
+  const std::vector<RankPlacement> placements = PlaceRanks(hosts, gpus);
   for (uint32_t r = 0; r < ranks.size(); ++r) {
     WorkerRecord* worker = ranks[r];
     v1::RankStatus* rank = status.add_ranks();
@@ -284,6 +290,7 @@ void Coordinator::AssignLocked(JobRecord* job, const std::vector<WorkerRecord*>&
     assignment.set_local_world_size(placements[r].local_world_size);
     assignment.set_group_rank(placements[r].group_rank);
     assignment.set_group_world_size(placements[r].group_world_size);
+    for (int32_t gpu : placements[r].local_gpus) assignment.add_local_gpus(gpu);
     if (options_.attempt_tokens != nullptr) {
       assignment.set_attempt_token(
           options_.attempt_tokens->For(status.job_id(), status.generation()));

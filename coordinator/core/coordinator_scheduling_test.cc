@@ -132,6 +132,42 @@ TEST_F(CoordinatorTest, NcclJobGoesToCudaWorkerGlooJobToAnyWorker) {
   EXPECT_EQ(Job(gloo).ranks(0).worker_id(), cpu.value());
 }
 
+TEST_F(CoordinatorTest, AssignmentsListTheGpusOfTheJobsRanksOnTheirHost) {
+  // Host "node1": GPUs 5 and 3 (registered in that order, so ranks 0 and 2); host "node2": a
+  // CPU worker (rank 1) and GPU 0 (rank 3).
+  auto add = [this](const std::string& name, const std::string& host, const std::string& kind,
+                    int32_t index) {
+    v1::Device device;
+    device.set_kind(kind);
+    device.set_index(index);
+    absl::StatusOr<Coordinator::Registration> registration =
+        coordinator_.RegisterWorker(name, host, {device}, 1);
+    EXPECT_TRUE(registration.ok()) << registration.status();
+    return registration.ok() ? registration->id : WorkerId();
+  };
+  const std::vector<WorkerId> workers = {add("n1-gpu5", "node1", "cuda", 5),
+                                         add("n2-cpu0", "node2", "cpu", 0),
+                                         add("n1-gpu3", "node1", "cuda", 3),
+                                         add("n2-gpu0", "node2", "cuda", 0)};
+  Submit(4);
+  const std::vector<v1::Assignment> a = TakeAndJoin(workers);
+  ASSERT_EQ(a.size(), 4u);
+  EXPECT_THAT(a[0].local_gpus(), ElementsAre(5, 3));
+  EXPECT_THAT(a[2].local_gpus(), ElementsAre(5, 3));
+  EXPECT_THAT(a[1].local_gpus(), ElementsAre(-1, 0));
+  EXPECT_THAT(a[3].local_gpus(), ElementsAre(-1, 0));
+  EXPECT_EQ(a[2].local_rank(), 1u);
+  EXPECT_EQ(a[3].local_rank(), 1u);
+  const int32_t own_gpu[] = {5, -1, 3, 0};  // by rank
+  for (const v1::Assignment& one : a) {
+    EXPECT_EQ(one.local_world_size(), 2u);
+    EXPECT_EQ(one.group_world_size(), 2u);
+    // Every rank finds its own GPU at its local rank.
+    ASSERT_EQ(one.local_gpus_size(), 2);
+    EXPECT_EQ(one.local_gpus(static_cast<int>(one.local_rank())), own_gpu[one.rank()]);
+  }
+}
+
 TEST_F(CoordinatorTest, SuccessfulJobWalksTheStateMachineWithReasonsAndIsSaved) {
   const WorkerId a = Register("a");
   const WorkerId b = Register("b");

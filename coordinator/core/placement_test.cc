@@ -1,9 +1,12 @@
 #include "coordinator/core/placement.h"
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace ringleader {
 namespace {
+
+using ::testing::ElementsAre;
 
 TEST(PlaceRanksTest, NumbersHostsByLowestRankAndRanksWithinAHost) {
   const std::vector<RankPlacement> p = PlaceRanks({"b", "a", "b", "c", "a"});
@@ -29,6 +32,20 @@ TEST(PlaceRanksTest, OneHost) {
   EXPECT_EQ(p[1].group_rank, 0u);
   EXPECT_EQ(p[1].group_world_size, 1u);
   EXPECT_TRUE(PlaceRanks({}).empty());
+}
+
+TEST(PlaceRanksTest, ListsTheGpusOfEachHostsRanksInLocalRankOrder) {
+  // host b: ranks 0 (GPU 5), 2 (GPU 3); host a: ranks 1 (GPU 0), 3 (a CPU worker).
+  const std::vector<RankPlacement> p = PlaceRanks({"b", "a", "b", "a"}, {5, 0, 3, -1});
+  ASSERT_EQ(p.size(), 4u);
+  EXPECT_THAT(p[0].local_gpus, ElementsAre(5, 3));
+  EXPECT_THAT(p[2].local_gpus, ElementsAre(5, 3));
+  EXPECT_EQ(p[2].local_gpus[p[2].local_rank], 3);
+  EXPECT_THAT(p[1].local_gpus, ElementsAre(0, -1));
+  EXPECT_THAT(p[3].local_gpus, ElementsAre(0, -1));
+  for (const RankPlacement& one : p) EXPECT_EQ(one.local_gpus.size(), one.local_world_size);
+  // Without GPU indices every rank is on the CPU.
+  EXPECT_THAT(PlaceRanks({"h", "h"})[0].local_gpus, ElementsAre(-1, -1));
 }
 
 }  // namespace

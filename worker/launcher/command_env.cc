@@ -5,23 +5,100 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <optional>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/command_spec.h"
 
 namespace ringleader {
+namespace {
 
-std::vector<std::string> CommandEnvironment(const v1::Assignment& assignment,
-                                            const CommandEnvInputs& inputs) {
+constexpr char kCudaVisibleDevices[] = "CUDA_VISIBLE_DEVICES";
+
+// CUDA_VISIBLE_DEVICES for a GPU worker's command (command_env.h). `worker_visible`: the
+// worker's own CUDA_VISIBLE_DEVICES, nullptr when it has none.
+absl::StatusOr<std::string> CommandVisibleGpus(const v1::Assignment& assignment, int gpu,
+                                               const std::string* worker_visible) {
+  std::vector<std::string> worker_list;
+  if (worker_visible != nullptr) {
+    for (absl::string_view entry : absl::StrSplit(*worker_visible, ',')) {
+      worker_list.emplace_back(absl::StripAsciiWhitespace(entry));
+    }
+  }
+  auto name = [&](int32_t index) -> absl::StatusOr<std::string> {
+    if (worker_visible == nullptr) return absl::StrCat(index);
+    if (index < 0 || static_cast<size_t>(index) >= worker_list.size() ||
+        worker_list[index].empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "GPU index ", index, " of a rank on this host is not in this worker's ",
+          kCudaVisibleDevices, "=", *worker_visible, " (", worker_list.size(),
+          " entries): start the host's workers with the same ", kCudaVisibleDevices));
+    }
+    return worker_list[index];
+  };
+  std::vector<int32_t> gpus(assignment.local_gpus().begin(), assignment.local_gpus().end());
+  const std::string listed = absl::StrCat("[", absl::StrJoin(gpus, ", "), "]");
+  if (gpus.empty()) {
+    if (assignment.local_world_size() > 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the assignment does not list the GPUs of the job's ", assignment.local_world_size(),
+          " ranks on this host (Assignment.local_gpus; is the coordinator older than this "
+          "worker?), so ", kCudaVisibleDevices, " cannot make device LOCAL_RANK this worker's "
+          "GPU; upgrade the coordinator"));
+    }
+    gpus.push_back(gpu);  // one rank on this host
+  }
+  const uint32_t local_rank = assignment.local_rank();
+  if (local_rank >= gpus.size() || gpus[local_rank] != gpu) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the assignment lists GPUs ", listed, " for the job's ranks on this host, "
+                     "but this worker drives GPU ", gpu, " as local rank ", local_rank));
+  }
+  if (std::find(gpus.begin(), gpus.end(), -1) != gpus.end()) {
+    return name(gpu);  // CPU ranks on this host: the command sees its own GPU only
+  }
+  std::vector<std::string> visible;
+  for (int32_t index : gpus) {
+    absl::StatusOr<std::string> one = name(index);
+    if (!one.ok()) return one.status();
+    if (std::find(visible.begin(), visible.end(), *one) != visible.end()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "GPU ", *one, " is listed twice among the job's ranks on this host (GPU indices ",
+          listed, worker_visible == nullptr ? "" : absl::StrCat(" through ", kCudaVisibleDevices,
+                                                               "=", *worker_visible),
+          "): each worker of a host must drive its own GPU, and the host's workers must share "
+          "one ", kCudaVisibleDevices, " (or none)"));
+    }
+    visible.push_back(*std::move(one));
+  }
+  return absl::StrJoin(visible, ",");
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> CommandEnvironment(const v1::Assignment& assignment,
+                                                            const CommandEnvInputs& inputs) {
   std::map<std::string, std::string> env;
   for (const std::string& entry : inputs.inherited) {
     const size_t eq = entry.find('=');
     if (eq == std::string::npos || eq == 0) continue;
     env[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  std::optional<std::string> visible_gpus;  // set over the job's env below
+  if (inputs.gpu >= 0) {
+    auto inherited_visible = env.find(kCudaVisibleDevices);
+    absl::StatusOr<std::string> visible = CommandVisibleGpus(
+        assignment, inputs.gpu,
+        inherited_visible == env.end() ? nullptr : &inherited_visible->second);
+    if (!visible.ok()) return visible.status();
+    visible_gpus = *std::move(visible);
   }
   // A worker started under torchrun (or by hand with RANK set) must not leak its own values.
   for (auto it = env.begin(); it != env.end();) {
@@ -29,6 +106,7 @@ std::vector<std::string> CommandEnvironment(const v1::Assignment& assignment,
   }
   const v1::JobSpec& spec = assignment.spec();
   for (const auto& [name, value] : spec.env()) env[name] = value;
+  if (visible_gpus.has_value()) env[kCudaVisibleDevices] = *visible_gpus;
   env.emplace("OMP_NUM_THREADS", "1");  // only when neither the job nor the worker set it
   if (!inputs.python_path.empty()) {
     auto it = env.find("PYTHONPATH");
@@ -40,8 +118,7 @@ std::vector<std::string> CommandEnvironment(const v1::Assignment& assignment,
   const std::string world = absl::StrCat(assignment.world_size());
   env["RANK"] = rank;
   env["WORLD_SIZE"] = world;
-  env["LOCAL_RANK"] =
-      absl::StrCat(inputs.gpu >= 0 ? static_cast<uint32_t>(inputs.gpu) : assignment.local_rank());
+  env["LOCAL_RANK"] = absl::StrCat(assignment.local_rank());
   env["LOCAL_WORLD_SIZE"] = absl::StrCat(std::max(assignment.local_world_size(), 1u));
   env["GROUP_RANK"] = absl::StrCat(assignment.group_rank());
   env["GROUP_WORLD_SIZE"] = absl::StrCat(std::max(assignment.group_world_size(), 1u));

@@ -127,9 +127,12 @@ RankRunResult RunCommandRank(const v1::Assignment& assignment, CoordinatorClient
         (std::filesystem::path(spec.checkpoint_dir()) / assignment.job_id()).string();
     std::filesystem::create_directories(inputs.checkpoint_dir, error);
   }
-  const std::vector<std::string> draft_env = CommandEnvironment(assignment, inputs);
+  // The worker's own GPUs disagreeing with the assignment is this worker's failure (its
+  // setup), not the job's: it may run elsewhere.
+  absl::StatusOr<std::vector<std::string>> draft_env = CommandEnvironment(assignment, inputs);
+  if (!draft_env.ok()) return finish(draft_env.status(), v1::RankFailure::KIND_UNSPECIFIED);
   absl::StatusOr<std::string> program =
-      ResolveProgram(spec.command(0), EnvValue(draft_env, "PATH"), workdir);
+      ResolveProgram(spec.command(0), EnvValue(*draft_env, "PATH"), workdir);
   if (!program.ok()) {
     return finish(program.status(), v1::RankFailure::JOB_ERROR);
   }
@@ -162,7 +165,9 @@ RankRunResult RunCommandRank(const v1::Assignment& assignment, CoordinatorClient
       OutputTail::Create(options.stderr_tee_fd, options.quoted_stderr_lines);
   if (!tail.ok()) return finish(tail.status(), v1::RankFailure::KIND_UNSPECIFIED);
   ChildOptions child_options;
-  child_options.env = CommandEnvironment(assignment, inputs);
+  absl::StatusOr<std::vector<std::string>> env = CommandEnvironment(assignment, inputs);
+  if (!env.ok()) return finish(env.status(), v1::RankFailure::INTERNAL);  // passed above
+  child_options.env = *std::move(env);
   // Where the script's ringleader package says a failure is the job's (ringleader.JobError).
   const std::string failure_file =
       (std::filesystem::path(options.default_workdir) / kCommandFailureFile).string();

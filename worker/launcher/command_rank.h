@@ -3,6 +3,9 @@
 //
 //   resolve command[0] and workdir ──missing──> FinishRank(failed, job error: not restarted)
 //        │
+//   CUDA_VISIBLE_DEVICES (GPU worker) ──the assignment's GPUs cannot hold LOCAL_RANK──>
+//        │                              FinishRank(failed: this worker's, restartable)
+//        │
 //   JoinJob (spec fingerprint)
 //        │
 //   MASTER_ADDR:MASTER_PORT ── rank 0 reserves a free port on its collective address and

@@ -153,6 +153,38 @@ TEST_F(CommandRankTest, AMissingProgramOrWorkdirIsAJobErrorBeforeJoining) {
               HasSubstr("workdir: '/no/such/workdir' is not a directory on this worker"));
 }
 
+TEST_F(CommandRankTest, AGpuWorkersCommandSeesItsHostsGpusAndItsLocalRank) {
+  const std::string dir = TmpDir("gpu");
+  ASSERT_TRUE(store_.Set(kTorchMasterKey, "10.1.2.3:29999").ok());
+  v1::Assignment a = ShellJob("echo \"$LOCAL_RANK $CUDA_VISIBLE_DEVICES\" > seen", 1, 2);
+  a.set_local_rank(1);
+  a.set_local_world_size(2);
+  a.add_local_gpus(3);
+  a.add_local_gpus(5);
+  CommandRankOptions options = Options(dir);
+  options.gpu = 5;
+  FakeCoordinator fake(JobSpecFingerprint(a.spec()));
+  EXPECT_TRUE(RunCommandRank(a, &fake, options).status.ok());
+  EXPECT_EQ(ReadFile(fs::path(dir) / "seen"), "1 3,5\n");
+}
+
+TEST_F(CommandRankTest, GpusThatDisagreeWithTheAssignmentFailTheRankBeforeJoining) {
+  v1::Assignment a = ShellJob("true", 1, 2);
+  a.set_local_rank(1);
+  a.set_local_world_size(2);
+  a.add_local_gpus(3);
+  a.add_local_gpus(5);
+  CommandRankOptions options = Options(TmpDir("gpu_mismatch"));
+  options.gpu = 3;  // the assignment puts GPU 5 at local rank 1
+  FakeCoordinator fake(JobSpecFingerprint(a.spec()));
+  EXPECT_FALSE(RunCommandRank(a, &fake, options).status.ok());
+  ASSERT_EQ(fake.finishes(1).size(), 1u);
+  // This worker's setup, not the job's: the job may run elsewhere.
+  EXPECT_EQ(fake.finishes(1)[0].failure().kind(), v1::RankFailure::KIND_UNSPECIFIED);
+  EXPECT_THAT(fake.finishes(1)[0].error(), HasSubstr("this worker drives GPU 3 as local rank 1"));
+  EXPECT_EQ(fake.join(1).job_id(), "");  // never joined
+}
+
 TEST_F(CommandRankTest, StopsTheCommandWhenTheCoordinatorSaysStop) {
   const v1::Assignment a = ShellJob("exec sleep 1000");
   FakeCoordinator fake(JobSpecFingerprint(a.spec()));
