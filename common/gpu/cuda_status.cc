@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/gpu/cuda_architectures.h"
 #include "common/rank_failure.h"
 
 namespace ringleader {
@@ -11,6 +12,40 @@ namespace {
 
 std::string Where(const char* expr, const char* file, int line) {
   return absl::StrCat(expr, " failed at ", file, ":", line, ": ");
+}
+
+// For an error that means "no device code this GPU can run": what the build holds, what the
+// GPU is, and what to do. Empty for other errors.
+std::string ArchitectureHint(cudaError_t error) {
+  const char* remedy = nullptr;
+  switch (error) {
+    case cudaErrorNoKernelImageForDevice:
+      remedy = "add the GPU's architecture to CUDA_SASS_ARCHITECTURES in third_party/cuda.bzl";
+      break;
+    case cudaErrorUnsupportedPtxVersion:
+    case cudaErrorInvalidPtx:
+    case cudaErrorJitCompilerNotFound:
+      remedy =
+          "the driver cannot compile the embedded PTX (a driver older than the CUDA 13 toolkit "
+          "that built it?): update the driver, or add the GPU's architecture to "
+          "CUDA_SASS_ARCHITECTURES in third_party/cuda.bzl";
+      break;
+    default:
+      return "";
+  }
+  std::string gpu = "the current GPU's architecture unknown";
+  int device = -1;
+  int major = 0;
+  int minor = 0;
+  // Best effort: these errors leave the context usable, but a lost device answers nothing.
+  if (cudaGetDevice(&device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess) {
+    gpu = absl::StrCat("GPU ", device, " is compute capability ", major, ".", minor, ", sm_",
+                       major, minor);
+  }
+  return absl::StrCat("; this build holds device code for " RL_CUDA_BUILT_ARCHITECTURES " only (",
+                      gpu, "): ", remedy);
 }
 
 }  // namespace
@@ -67,7 +102,7 @@ absl::Status CudaStatus(cudaError_t error, const char* expr, const char* file, i
   const absl::StatusCode code = CudaErrorCode(error);
   if (code == absl::StatusCode::kOk) return absl::OkStatus();
   std::string detail = absl::StrCat(cudaGetErrorName(error), " (error ", static_cast<int>(error),
-                                    "): ", cudaGetErrorString(error));
+                                    "): ", cudaGetErrorString(error), ArchitectureHint(error));
   // A driver/device problem is about the machine, not the call: say so first.
   const char* prefix = code == absl::StatusCode::kFailedPrecondition ? kNoUsableGpu : "";
   absl::Status status(code, absl::StrCat(prefix, Where(expr, file, line), detail));

@@ -29,6 +29,13 @@
 //          CUBLAS_STATUS_ALLOC_FAILED -> RESOURCE_EXHAUSTED
 //          anything else -> INTERNAL
 //
+// A GPU the build has no device code for (cudaErrorNoKernelImageForDevice, and
+// cudaErrorUnsupportedPtxVersion / cudaErrorInvalidPtx / cudaErrorJitCompilerNotFound when the
+// driver cannot JIT the embedded PTX) gets the build's architectures appended
+// (RL_CUDA_BUILT_ARCHITECTURES, from //third_party:cuda.bzl) with the current device's compute
+// capability, e.g. "...: this build holds device code for sm_80, sm_90 and PTX compute_90 only
+// (GPU 0 is compute capability 7.5, sm_75): add the GPU's architecture to ...".
+//
 // Failure kinds (common/rank_failure.h payloads): cudaErrorMemoryAllocation and
 // CUBLAS_STATUS_ALLOC_FAILED are OUT_OF_MEMORY, ncclRemoteError PEER_CLOSED; the rest carry none.
 //

@@ -73,6 +73,25 @@ TEST(CudaStatusTest, CudaMacroRecordsExpressionPlaceAndLibraryText) {
   EXPECT_FALSE(RankFailureOf(s).has_value());  // a machine without a GPU: no kind
 }
 
+// A GPU the build has no device code for: the message names what the build holds (the list
+// third_party/cuda.bzl compiles for, SASS and PTX) and what to change.
+TEST(CudaStatusTest, NoKernelImageNamesTheArchitecturesBuilt) {
+  for (cudaError_t e : {cudaErrorNoKernelImageForDevice, cudaErrorUnsupportedPtxVersion}) {
+    const absl::Status s = CallCuda(e);
+    const std::string message(s.message());
+    EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << message;
+    EXPECT_THAT(message, HasSubstr(cudaGetErrorName(e)));
+    EXPECT_THAT(message,
+                HasSubstr("this build holds device code for sm_80, sm_90 and PTX compute_90 only"));
+    EXPECT_THAT(message, HasSubstr("CUDA_SASS_ARCHITECTURES in third_party/cuda.bzl"));
+  }
+  EXPECT_THAT(std::string(CallCuda(cudaErrorUnsupportedPtxVersion).message()),
+              HasSubstr("update the driver"));
+  // Other errors carry no such hint.
+  EXPECT_THAT(std::string(CallCuda(cudaErrorIllegalAddress).message()),
+              ::testing::Not(HasSubstr("device code for")));
+}
+
 TEST(CudaStatusTest, NcclMacroTreatsInProgressAsSuccessAndNamesTheResult) {
   EXPECT_TRUE(CallNccl(ncclSuccess).ok());
   EXPECT_TRUE(CallNccl(ncclInProgress).ok());

@@ -10,11 +10,57 @@
 #include "absl/time/time.h"
 #include "common/spec_kinds.h"
 #include "common/status_macros.h"
+#include "plan/memory_plan.h"
 #include "worker/collective/shm/shm_collective.h"
 #include "worker/coordinator_client/coordinator_key_value_store.h"
 #include "worker/rank/gpu/gpu_model_runner.h"
 
 namespace ringleader {
+
+std::vector<WarmUpOperation> WarmUpOperationsFor(const v1::JobSpec& spec, int world_size) {
+  const StrategyTraits& traits = TraitsOf(StrategyOf(spec));
+  const ModelElementCounts counts = CountModelElements(spec.model());
+  const size_t world = static_cast<size_t>(std::max(world_size, 1));
+  const DataType wire =
+      CommDtypeOf(spec) == Precision::kBf16 ? DataType::kBFloat16 : DataType::kFloat32;
+  constexpr double kMiB = 1 << 20;
+  // Elements of a bucket of `mb` MiB of fp32 gradients, at least 1.
+  const auto bucket_elements = [](double mb) {
+    return std::max<size_t>(1, static_cast<size_t>(mb * kMiB / sizeof(float)));
+  };
+  const size_t cap = bucket_elements(spec.sync().bucket_cap_mb());
+  const auto at_most_a_bucket = [cap](uint64_t elements) {
+    return static_cast<size_t>(std::max<uint64_t>(1, std::min<uint64_t>(elements, cap)));
+  };
+
+  std::vector<WarmUpOperation> ops;
+  const auto add = [&ops](WarmUpOperation op) {
+    if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
+  };
+  add({CollectiveKind::kAllGather, world, DataType::kFloat32, ReduceOp::kSum});
+  if (counts.trainable > 0) {
+    const CollectiveKind gradients =
+        traits.shards_gradients ? CollectiveKind::kReduceScatter : CollectiveKind::kAllReduce;
+    for (double mb : {spec.sync().first_bucket_mb(), spec.sync().bucket_cap_mb()}) {
+      add({gradients, at_most_a_bucket(std::min<uint64_t>(bucket_elements(mb), counts.trainable)),
+           wire, ReduceOp::kAvg});
+    }
+  }
+  if (traits.shards_parameters) {
+    add({CollectiveKind::kAllGather, at_most_a_bucket(counts.parameters), DataType::kFloat32,
+         ReduceOp::kSum});
+  } else if (traits.shards_optimizer_state && counts.trainable > 0) {
+    const uint64_t per_rank =
+        std::min<uint64_t>((counts.trainable + world - 1) / world, kZero1GatherChunkElements);
+    add({CollectiveKind::kAllGather, at_most_a_bucket(per_rank * world), DataType::kFloat32,
+         ReduceOp::kSum});
+  }
+  if (spec.drift_interval_steps() > 0 && counts.parameters > 0) {
+    add({CollectiveKind::kBroadcast, at_most_a_bucket(counts.parameters), DataType::kFloat32,
+         ReduceOp::kSum});
+  }
+  return ops;
+}
 
 CollectiveFactory MakeCollectiveFactory(CoordinatorClient* client, const GlooOptions& gloo) {
   return [client, gloo](
@@ -30,6 +76,7 @@ CollectiveFactory MakeCollectiveFactory(CoordinatorClient* client, const GlooOpt
       RankNcclOptions nccl;
       nccl.init_timeout = gloo.rendezvous_timeout;
       nccl.collective_timeout = collective_timeout;
+      nccl.warm_up = WarmUpOperationsFor(a.spec(), world_size);
       if (progress) {
         progress(RendezvousStage::kExchangingAddresses, "creating the NCCL communicator");
       }

@@ -1,5 +1,6 @@
 #include "worker/collective/gpu/fake_nccl_runtime.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -35,6 +36,14 @@ void FakeNcclRuntime::set_enqueue_polls(int n) {
 void FakeNcclRuntime::set_events_complete(bool complete) {
   absl::MutexLock lock(&mu_);
   events_complete_ = complete;
+}
+void FakeNcclRuntime::set_event_polls(int n) {
+  absl::MutexLock lock(&mu_);
+  event_polls_ = n;
+}
+void FakeNcclRuntime::set_ops_that_complete(int n) {
+  absl::MutexLock lock(&mu_);
+  ops_that_complete_ = n;
 }
 void FakeNcclRuntime::set_finalize_result(ncclResult_t r) {
   absl::MutexLock lock(&mu_);
@@ -114,6 +123,22 @@ int FakeNcclRuntime::live_allocations() const {
   absl::MutexLock lock(&mu_);
   return live_allocations_;
 }
+int FakeNcclRuntime::event_creations() const {
+  absl::MutexLock lock(&mu_);
+  return event_creations_;
+}
+int FakeNcclRuntime::live_events() const {
+  absl::MutexLock lock(&mu_);
+  return live_events_;
+}
+int FakeNcclRuntime::event_queries() const {
+  absl::MutexLock lock(&mu_);
+  return event_queries_;
+}
+size_t FakeNcclRuntime::largest_allocation() const {
+  absl::MutexLock lock(&mu_);
+  return largest_allocation_;
+}
 cudaStream_t FakeNcclRuntime::created_stream() const {
   absl::MutexLock lock(&mu_);
   return created_stream_;
@@ -186,6 +211,7 @@ ncclResult_t FakeNcclRuntime::CommDestroy(ncclComm_t) {
 ncclResult_t FakeNcclRuntime::RecordOpLocked(Op op) {
   calls_.push_back(op.kind);
   ops_.push_back(std::move(op));
+  ++op_calls_;
   if (op_result_ == ncclInProgress) {
     state_ = ncclSuccess;
     polls_left_ = enqueue_polls_;
@@ -255,21 +281,42 @@ cudaError_t FakeNcclRuntime::StreamQuery(cudaStream_t stream) {
 cudaError_t FakeNcclRuntime::EventCreate(cudaEvent_t* event) {
   absl::MutexLock lock(&mu_);
   *event = reinterpret_cast<cudaEvent_t>(next_handle_++);
+  ++event_creations_;
+  ++live_events_;
   return cudaSuccess;
 }
 
-cudaError_t FakeNcclRuntime::EventDestroy(cudaEvent_t) { return cudaSuccess; }
+cudaError_t FakeNcclRuntime::EventDestroy(cudaEvent_t event) {
+  absl::MutexLock lock(&mu_);
+  pending_events_.erase(Id(event));
+  event_polls_left_.erase(Id(event));
+  --live_events_;
+  return cudaSuccess;
+}
 
 cudaError_t FakeNcclRuntime::EventRecord(cudaEvent_t event, cudaStream_t stream) {
   absl::MutexLock lock(&mu_);
   calls_.push_back(absl::StrCat("EventRecord(event ", Id(event), ", stream ", Id(stream), ")"));
-  if (!events_complete_) pending_events_.insert(Id(event));
+  // A new record replaces the event's earlier one, as in CUDA.
+  pending_events_.erase(Id(event));
+  event_polls_left_.erase(Id(event));
+  if (!events_complete_ || (ops_that_complete_ >= 0 && op_calls_ > ops_that_complete_)) {
+    pending_events_.insert(Id(event));
+  }
+  if (event_polls_ > 0) event_polls_left_[Id(event)] = event_polls_;
   return cudaSuccess;
 }
 
 cudaError_t FakeNcclRuntime::EventQuery(cudaEvent_t event) {
   absl::MutexLock lock(&mu_);
-  return pending_events_.count(Id(event)) > 0 ? cudaErrorNotReady : cudaSuccess;
+  ++event_queries_;
+  if (pending_events_.count(Id(event)) > 0) return cudaErrorNotReady;
+  auto polls = event_polls_left_.find(Id(event));
+  if (polls != event_polls_left_.end() && polls->second > 0) {
+    --polls->second;
+    return cudaErrorNotReady;
+  }
+  return cudaSuccess;
 }
 
 cudaError_t FakeNcclRuntime::StreamWaitEvent(cudaStream_t stream, cudaEvent_t event) {
@@ -283,6 +330,7 @@ cudaError_t FakeNcclRuntime::Malloc(void** ptr, size_t bytes) {
   *ptr = std::malloc(bytes);
   std::memset(*ptr, 0xFF, bytes);  // what uninitialised memory may hold: a NaN as floats
   ++live_allocations_;
+  largest_allocation_ = std::max(largest_allocation_, bytes);
   return cudaSuccess;
 }
 

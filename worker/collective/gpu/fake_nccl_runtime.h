@@ -13,11 +13,17 @@
 // stay pending until CompleteEvents(). StreamQuery reports a stream busy (cudaErrorNotReady) for
 // set_stream_busy_polls(n) queries, or until DrainStreams() when n < 0, then done. Malloc fills
 // its memory with 0xFF bytes (a NaN as floats), so a buffer used before it was initialised
-// shows; MemsetAsync writes the host memory at once. Thread-safe.
+// shows; MemsetAsync writes the host memory at once. With set_event_polls(n) a recorded event
+// answers cudaErrorNotReady to its first n queries, then completes. With
+// set_ops_that_complete(n) only the first n collective calls complete: an event recorded after a
+// later call stays pending until CompleteEvents() (a peer that stops answering mid-way). Events
+// are counted (created, live = created and not destroyed, queries). Thread-safe.
 #ifndef RINGLEADER_WORKER_COLLECTIVE_GPU_FAKE_NCCL_RUNTIME_H_
 #define RINGLEADER_WORKER_COLLECTIVE_GPU_FAKE_NCCL_RUNTIME_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -50,6 +56,8 @@ class FakeNcclRuntime : public NcclRuntime {
   void set_op_result(ncclResult_t r);          // ncclInProgress
   void set_enqueue_polls(int n);               // 1
   void set_events_complete(bool complete);     // true
+  void set_event_polls(int n);                 // 0
+  void set_ops_that_complete(int n);           // -1 = every one
   void set_finalize_result(ncclResult_t r);    // ncclInProgress
   void set_finalize_polls(int n);              // 1
   void set_stream_busy_polls(int n);           // 0 (< 0: busy until DrainStreams())
@@ -75,6 +83,10 @@ class FakeNcclRuntime : public NcclRuntime {
   std::string last_init_id() const;  // the 128 id bytes
   int live_streams() const;
   int live_allocations() const;
+  int event_creations() const;        // EventCreate calls (ClearObservations keeps the count)
+  int live_events() const;            // created and not destroyed
+  int event_queries() const;          // EventQuery calls
+  size_t largest_allocation() const;  // the most bytes one Malloc asked for
   cudaStream_t created_stream() const;  // the last stream made by StreamCreate
 
   // Numeric id of a fake stream/event handle, as calls() prints it.
@@ -120,6 +132,9 @@ class FakeNcclRuntime : public NcclRuntime {
   ncclResult_t op_result_ ABSL_GUARDED_BY(mu_) = ncclInProgress;
   int enqueue_polls_ ABSL_GUARDED_BY(mu_) = 1;
   bool events_complete_ ABSL_GUARDED_BY(mu_) = true;
+  int event_polls_ ABSL_GUARDED_BY(mu_) = 0;
+  int ops_that_complete_ ABSL_GUARDED_BY(mu_) = -1;
+  int op_calls_ ABSL_GUARDED_BY(mu_) = 0;  // collective calls so far (never cleared)
   ncclResult_t finalize_result_ ABSL_GUARDED_BY(mu_) = ncclInProgress;
   int finalize_polls_ ABSL_GUARDED_BY(mu_) = 1;
   int stream_busy_polls_ ABSL_GUARDED_BY(mu_) = 0;
@@ -144,6 +159,11 @@ class FakeNcclRuntime : public NcclRuntime {
   int live_allocations_ ABSL_GUARDED_BY(mu_) = 0;
   cudaStream_t created_stream_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::set<uintptr_t> pending_events_ ABSL_GUARDED_BY(mu_);
+  std::map<uintptr_t, int> event_polls_left_ ABSL_GUARDED_BY(mu_);
+  int event_creations_ ABSL_GUARDED_BY(mu_) = 0;
+  int live_events_ ABSL_GUARDED_BY(mu_) = 0;
+  int event_queries_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t largest_allocation_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t unique_ids_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

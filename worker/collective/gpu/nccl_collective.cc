@@ -67,6 +67,7 @@ class NcclCollective : public Collective {
         collective_timeout_(options.collective_timeout),
         runtime_(std::move(runtime)),
         state_(std::move(state)),
+        events_(std::make_shared<EventPool>(runtime_)),
         comm_stream_(comm_stream),
         barrier_buffer_(barrier_buffer),
         poller_(std::move(poller)) {}
@@ -85,21 +86,48 @@ class NcclCollective : public Collective {
 
   std::shared_ptr<Work> AllReduce(TensorView buf, ReduceOp op,
                                   const CollectiveOptions& opts) override {
+    return LabeledAllReduce(buf, op, opts, "");
+  }
+  std::shared_ptr<Work> Broadcast(TensorView buf, int root,
+                                  const CollectiveOptions& opts) override {
+    return LabeledBroadcast(buf, root, opts, "");
+  }
+  std::shared_ptr<Work> AllGather(TensorView in, TensorView out,
+                                  const CollectiveOptions& opts) override {
+    return LabeledAllGather(in, out, opts, "");
+  }
+  std::shared_ptr<Work> ReduceScatter(TensorView in, TensorView out, ReduceOp op,
+                                      const CollectiveOptions& opts) override {
+    return LabeledReduceScatter(in, out, op, opts, "");
+  }
+
+  std::shared_ptr<Work> Barrier(const CollectiveOptions& opts) override {
+    // NCCL has no barrier: an all-reduce of one float every rank must join.
+    TensorView one{barrier_buffer_, 1, DataType::kFloat32};
+    return Issue("barrier", "ncclAllReduce", one, opts, [=](ncclComm_t comm) {
+      return runtime_->AllReduce(one.data, one.data, 1, ncclFloat32, ncclSum, comm, comm_stream_);
+    });
+  }
+
+ private:
+  // The operations, their names in messages prefixed with `label` ("connection warm-up ").
+  std::shared_ptr<Work> LabeledAllReduce(TensorView buf, ReduceOp op,
+                                         const CollectiveOptions& opts, const char* label) {
     absl::Status bad = CheckView(buf, "buf");
     auto type = ToNcclType(buf.dtype);
     auto nccl_op = ToNcclOp(op, buf.dtype);
     if (!bad.ok() || !type.ok() || !nccl_op.ok()) {
       return Refuse(!bad.ok() ? bad : !type.ok() ? type.status() : nccl_op.status());
     }
-    return Issue(absl::StrCat("all-reduce(", ReduceOpName(op), ")"), "ncclAllReduce", buf, opts,
-                 [=](ncclComm_t comm) {
+    return Issue(absl::StrCat(label, "all-reduce(", ReduceOpName(op), ")"), "ncclAllReduce", buf,
+                 opts, [=](ncclComm_t comm) {
                    return runtime_->AllReduce(buf.data, buf.data, buf.count, *type, *nccl_op, comm,
                                               comm_stream_);
                  });
   }
 
-  std::shared_ptr<Work> Broadcast(TensorView buf, int root,
-                                  const CollectiveOptions& opts) override {
+  std::shared_ptr<Work> LabeledBroadcast(TensorView buf, int root,
+                                         const CollectiveOptions& opts, const char* label) {
     absl::Status bad = CheckView(buf, "buf");
     if (bad.ok() && (root < 0 || root >= world_size_)) {
       bad = absl::InvalidArgumentError(
@@ -107,15 +135,15 @@ class NcclCollective : public Collective {
     }
     auto type = ToNcclType(buf.dtype);
     if (!bad.ok() || !type.ok()) return Refuse(!bad.ok() ? bad : type.status());
-    return Issue(absl::StrCat("broadcast(root ", root, ")"), "ncclBroadcast", buf, opts,
+    return Issue(absl::StrCat(label, "broadcast(root ", root, ")"), "ncclBroadcast", buf, opts,
                  [=](ncclComm_t comm) {
                    return runtime_->Broadcast(buf.data, buf.data, buf.count, *type, root, comm,
                                               comm_stream_);
                  });
   }
 
-  std::shared_ptr<Work> AllGather(TensorView in, TensorView out,
-                                  const CollectiveOptions& opts) override {
+  std::shared_ptr<Work> LabeledAllGather(TensorView in, TensorView out,
+                                         const CollectiveOptions& opts, const char* label) {
     absl::Status bad = CheckView(in, "in");
     if (bad.ok()) bad = CheckView(out, "out");
     if (bad.ok() && (in.dtype != out.dtype || out.count != in.count * world_size_)) {
@@ -125,13 +153,15 @@ class NcclCollective : public Collective {
     }
     auto type = ToNcclType(in.dtype);
     if (!bad.ok() || !type.ok()) return Refuse(!bad.ok() ? bad : type.status());
-    return Issue("all-gather", "ncclAllGather", in, opts, [=](ncclComm_t comm) {
-      return runtime_->AllGather(in.data, out.data, in.count, *type, comm, comm_stream_);
-    });
+    return Issue(absl::StrCat(label, "all-gather"), "ncclAllGather", in, opts,
+                 [=](ncclComm_t comm) {
+                   return runtime_->AllGather(in.data, out.data, in.count, *type, comm,
+                                              comm_stream_);
+                 });
   }
 
-  std::shared_ptr<Work> ReduceScatter(TensorView in, TensorView out, ReduceOp op,
-                                      const CollectiveOptions& opts) override {
+  std::shared_ptr<Work> LabeledReduceScatter(TensorView in, TensorView out, ReduceOp op,
+                                             const CollectiveOptions& opts, const char* label) {
     absl::Status bad = CheckView(in, "in");
     if (bad.ok()) bad = CheckView(out, "out");
     if (bad.ok() && (in.dtype != out.dtype || in.count != out.count * world_size_)) {
@@ -144,21 +174,15 @@ class NcclCollective : public Collective {
     if (!bad.ok() || !type.ok() || !nccl_op.ok()) {
       return Refuse(!bad.ok() ? bad : !type.ok() ? type.status() : nccl_op.status());
     }
-    return Issue(absl::StrCat("reduce-scatter(", ReduceOpName(op), ")"), "ncclReduceScatter", in,
-                 opts, [=](ncclComm_t comm) {
+    return Issue(absl::StrCat(label, "reduce-scatter(", ReduceOpName(op), ")"),
+                 "ncclReduceScatter", in, opts, [=](ncclComm_t comm) {
                    return runtime_->ReduceScatter(in.data, out.data, out.count, *type, *nccl_op,
                                                   comm, comm_stream_);
                  });
   }
 
-  std::shared_ptr<Work> Barrier(const CollectiveOptions& opts) override {
-    // NCCL has no barrier: an all-reduce of one float every rank must join.
-    TensorView one{barrier_buffer_, 1, DataType::kFloat32};
-    return Issue("barrier", "ncclAllReduce", one, opts, [=](ncclComm_t comm) {
-      return runtime_->AllReduce(one.data, one.data, 1, ncclFloat32, ncclSum, comm, comm_stream_);
-    });
-  }
 
+ public:
   // Barrier (every rank closes), then ncclCommFinalize (polled to completion) and
   // ncclCommDestroy; the communicator is aborted instead if any of them fails.
   absl::Status Close(absl::Duration timeout) override {
@@ -180,18 +204,77 @@ class NcclCollective : public Collective {
         absl::StrCat("rank ", rank_, ": closing: "));
   }
 
-  // Connects the ranks within the init deadline: one all-reduce of one float. NCCL 2.28 connects
-  // lazily by default (NCCL_RUNTIME_CONNECT=1), which would charge connection set-up to the
-  // first bucket's deadline; with the warm-up the first real operation finds the peers
-  // connected in either mode. Operations are numbered from #0 after it.
-  absl::Status WarmUp(absl::Duration timeout) {
-    TensorView one{barrier_buffer_, 1, DataType::kFloat32};
+  // Connects the ranks within the init deadline: an all-reduce of one float, then each of
+  // `ops` (validated by CreateNcclCollective) on one scratch buffer as large as the largest,
+  // reduce-scatter and all-gather in place. NCCL 2.28 connects lazily by default
+  // (NCCL_RUNTIME_CONNECT=1), each algorithm when an operation first selects it; with the
+  // warm-up the job's first real operations find their peers connected in either mode.
+  // Operations are numbered from #0 after it.
+  absl::Status WarmUp(const std::vector<WarmUpOperation>& ops, absl::Time deadline,
+                      absl::Duration min_timeout) {
+    const auto timeout = [&] { return std::max(deadline - poller_.clock->Now(), min_timeout); };
+    const size_t world = static_cast<size_t>(world_size_);
+    const auto elements_of = [world](const WarmUpOperation& op) {
+      const bool per_rank =
+          op.kind == CollectiveKind::kReduceScatter || op.kind == CollectiveKind::kAllGather;
+      return per_rank ? (op.elements + world - 1) / world * world : op.elements;
+    };
     CollectiveOptions opts;
-    opts.timeout = timeout;
-    absl::Status s = Issue("connection warm-up", "ncclAllReduce", one, opts, [=](ncclComm_t comm) {
-                       return runtime_->AllReduce(one.data, one.data, 1, ncclFloat32, ncclSum,
-                                                  comm, comm_stream_);
-                     })->Wait();
+    opts.timeout = timeout();
+    TensorView one{barrier_buffer_, 1, DataType::kFloat32};
+    absl::Status s = Issue("connection warm-up all-reduce(sum)", "ncclAllReduce", one, opts,
+                           [=](ncclComm_t comm) {
+                             return runtime_->AllReduce(one.data, one.data, 1, ncclFloat32,
+                                                        ncclSum, comm, comm_stream_);
+                           })
+                         ->Wait();
+    size_t scratch_bytes = 0;
+    for (const WarmUpOperation& op : ops) {
+      scratch_bytes = std::max(scratch_bytes, elements_of(op) * DataTypeSize(op.dtype));
+    }
+    void* scratch = nullptr;
+    if (s.ok() && scratch_bytes > 0) {
+      s = CudaStatus(runtime_->Malloc(&scratch, scratch_bytes), "cudaMalloc(&scratch, bytes)",
+                     __FILE__, __LINE__);
+      // Zeroed in the stream's order, like the barrier's float: no rank sends uninitialised
+      // memory.
+      if (s.ok()) {
+        s = CudaStatus(runtime_->MemsetAsync(scratch, 0, scratch_bytes, comm_stream_),
+                       "cudaMemsetAsync(scratch, 0, bytes, comm_stream)", __FILE__, __LINE__);
+      }
+      if (!s.ok()) {
+        s = state_->Fail(WithContext(
+            s, absl::StrCat("rank ", rank_, ": the connection warm-up's buffer (",
+                            scratch_bytes, " bytes): ")));
+      }
+    }
+    for (const WarmUpOperation& op : ops) {
+      if (!s.ok()) break;
+      opts.timeout = timeout();
+      const size_t n = elements_of(op);
+      const size_t part = n / world;
+      char* base = static_cast<char*>(scratch);
+      TensorView all{scratch, n, op.dtype};
+      TensorView mine{base + rank_ * part * DataTypeSize(op.dtype), part, op.dtype};
+      std::shared_ptr<Work> work;
+      switch (op.kind) {
+        case CollectiveKind::kAllReduce:
+          work = LabeledAllReduce(all, op.op, opts, "connection warm-up ");
+          break;
+        case CollectiveKind::kReduceScatter:
+          work = LabeledReduceScatter(all, mine, op.op, opts, "connection warm-up ");
+          break;
+        case CollectiveKind::kAllGather:
+          work = LabeledAllGather(mine, all, opts, "connection warm-up ");
+          break;
+        default:
+          work = LabeledBroadcast(all, 0, opts, "connection warm-up ");
+          break;
+      }
+      s = work->Wait();
+    }
+    // After every operation finished, or the communicator was aborted (Fail drains the stream).
+    if (scratch != nullptr) runtime_->Free(scratch);
     absl::MutexLock lock(&issue_mu_);
     next_seq_ = 0;
     return s;
@@ -228,21 +311,23 @@ class NcclCollective : public Collective {
     const std::string context = absl::StrCat("rank ", rank_, ": ", what, ": ");
     absl::Status s = IssueOnStreamLocked(nccl_call, start, timeout, call);
     if (!s.ok()) return Refuse(state_->Fail(WithContext(s, context)));
-    cudaEvent_t done = nullptr;
-    s = CudaStatus(runtime_->EventCreate(&done), "cudaEventCreate(&done)", __FILE__, __LINE__);
+    absl::StatusOr<cudaEvent_t> done = events_->Acquire();
+    s = done.status();
     if (s.ok()) {
-      s = CudaStatus(runtime_->EventRecord(done, comm_stream_),
+      s = CudaStatus(runtime_->EventRecord(*done, comm_stream_),
                      "cudaEventRecord(done, comm_stream)", __FILE__, __LINE__);
-      if (!s.ok()) runtime_->EventDestroy(done);
+      if (!s.ok()) events_->Release(*done);
     }
     if (!s.ok()) return Refuse(state_->Fail(WithContext(s, context)));
-    return std::make_shared<NcclWork>(state_, runtime_, done, what, start, timeout, poller_);
+    return std::make_shared<NcclWork>(state_, runtime_, events_, *done, what, start, timeout,
+                                      poller_);
   }
 
   // ncclCommFinalize on a non-blocking communicator: polled until done, failed or `deadline`.
   absl::Status Finalize(ncclComm_t comm, absl::Time deadline, absl::Duration timeout) {
     RL_CUDA_RETURN_IF_ERROR(runtime_->SetDevice(device_));
     RL_NCCL_RETURN_IF_ERROR(runtime_->CommFinalize(comm));
+    Backoff backoff(poller_);
     while (true) {
       ncclResult_t async = ncclSuccess;
       RL_NCCL_RETURN_IF_ERROR(runtime_->CommGetAsyncError(comm, &async));
@@ -257,7 +342,7 @@ class NcclCollective : public Collective {
                                    absl::FormatDuration(timeout), "; communicator aborted")),
                                v1::RankFailure::PEER_TIMED_OUT);
       }
-      poller_.sleep(poller_.interval);
+      backoff.Pause(deadline);
     }
   }
 
@@ -268,16 +353,16 @@ class NcclCollective : public Collective {
                                    const std::function<ncclResult_t(ncclComm_t)>& call)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mu_) {
     RL_CUDA_RETURN_IF_ERROR(runtime_->SetDevice(device_));
-    cudaEvent_t ready = nullptr;
-    RL_CUDA_RETURN_IF_ERROR(runtime_->EventCreate(&ready));
+    ASSIGN_OR_RETURN(cudaEvent_t ready, events_->Acquire());
     const cudaError_t recorded = runtime_->EventRecord(ready, compute_stream_);
     const cudaError_t waited =
         recorded == cudaSuccess ? runtime_->StreamWaitEvent(comm_stream_, ready) : recorded;
-    // Destroying the event right away is fine: the stream wait already captured it.
-    runtime_->EventDestroy(ready);
+    // Reusing the event right away is fine: the stream wait already captured this record.
+    events_->Release(ready);
     RL_CUDA_RETURN_IF_ERROR(recorded);
     RL_CUDA_RETURN_IF_ERROR(waited);
     RETURN_IF_ERROR(state_->Call(call, nccl_call));
+    Backoff backoff(poller_);
     while (true) {
       bool in_progress = false;
       RETURN_IF_ERROR(state_->PollAsyncError(&in_progress));
@@ -289,7 +374,7 @@ class NcclCollective : public Collective {
                              absl::FormatDuration(timeout), "; communicator aborted")),
             v1::RankFailure::PEER_TIMED_OUT);
       }
-      poller_.sleep(poller_.interval);
+      backoff.Pause(start + timeout);
     }
   }
 
@@ -300,6 +385,7 @@ class NcclCollective : public Collective {
   const absl::Duration collective_timeout_;
   const std::shared_ptr<NcclRuntime> runtime_;
   const std::shared_ptr<CommState> state_;
+  const std::shared_ptr<EventPool> events_;  // shared with the Works
   const cudaStream_t comm_stream_;
   void* const barrier_buffer_;
   const Poller poller_;
@@ -331,6 +417,25 @@ absl::Status ValidateCreateArgs(const std::shared_ptr<KeyValueStore>& store,
     return absl::InvalidArgumentError(
         "NcclOptions: init_timeout, collective_timeout and poll_interval must be > 0");
   }
+  for (size_t i = 0; i < o.warm_up.size(); ++i) {
+    const WarmUpOperation& op = o.warm_up[i];
+    const std::string which = absl::StrCat("NcclOptions::warm_up[", i, "] (",
+                                           CollectiveKindName(op.kind), "): ");
+    if (op.kind != CollectiveKind::kAllReduce && op.kind != CollectiveKind::kReduceScatter &&
+        op.kind != CollectiveKind::kAllGather && op.kind != CollectiveKind::kBroadcast) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          which, "the warm-up runs all-reduce, reduce-scatter, all-gather and broadcast only"));
+    }
+    if (op.elements == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(which, "needs at least one element"));
+    }
+    const bool reduces =
+        op.kind == CollectiveKind::kAllReduce || op.kind == CollectiveKind::kReduceScatter;
+    if (reduces) {
+      absl::Status op_ok = ToNcclOp(op.op, op.dtype).status();
+      if (!op_ok.ok()) return WithContext(op_ok, which);
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -356,6 +461,7 @@ std::string InitFailureHint(KeyValueStore& store, const std::string& key_prefix,
 // Polls a non-blocking communicator's init until it is ready, failed, or `deadline` passes.
 absl::Status WaitForInit(NcclRuntime& runtime, ncclComm_t comm, absl::Time deadline,
                          const Poller& poller, absl::Duration init_timeout) {
+  Backoff backoff(poller);
   while (true) {
     ncclResult_t async = ncclSuccess;
     RL_NCCL_RETURN_IF_ERROR(runtime.CommGetAsyncError(comm, &async));
@@ -370,7 +476,7 @@ absl::Status WaitForInit(NcclRuntime& runtime, ncclComm_t comm, absl::Time deadl
                                                    absl::FormatDuration(init_timeout))),
           v1::RankFailure::PEER_TIMED_OUT);
     }
-    poller.sleep(poller.interval);
+    backoff.Pause(deadline);
   }
 }
 
@@ -433,10 +539,9 @@ absl::StatusOr<std::unique_ptr<Collective>> CreateNcclCollective(
   auto collective = std::make_unique<NcclCollective>(rank, world_size, device, options, runtime,
                                                      state, comm_stream, barrier_buffer, poller);
   if (setup.ok()) {
-    // Within the init budget (at least one poll, so a spent budget fails rather than falling
-    // back to the collective timeout).
-    const absl::Duration left = std::max(deadline - poller.clock->Now(), options.poll_interval);
-    setup = collective->WarmUp(left);
+    // Within the init budget (at least one poll each, so a spent budget fails rather than
+    // falling back to the collective timeout).
+    setup = collective->WarmUp(options.warm_up, deadline, options.poll_interval);
     if (!setup.ok()) {
       setup = WithMessage(setup, absl::StrCat("connecting to the other ranks: ", setup.message(),
                                               InitFailureHint(*store, key_prefix, rank,

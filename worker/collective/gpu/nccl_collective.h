@@ -5,10 +5,14 @@
 // config.blocking = 0) and polls ncclCommGetAsyncError until it is ready, fails, or the init
 // deadline passes — so a rank that never shows up makes the others fail with DEADLINE_EXCEEDED
 // instead of hanging, and ncclCommAbort can always tear the communicator down. Still inside the
-// init deadline it runs a warm-up all-reduce of one float: NCCL 2.28 connects lazily by default
-// (NCCL_RUNTIME_CONNECT=1), and without the warm-up connection set-up would be charged to the
-// first gradient bucket's deadline; with it every rank is connected (in either mode) before
-// CreateNcclCollective returns.
+// init deadline it runs the warm-up: an all-reduce of one float, then each operation of
+// NcclOptions::warm_up (the kinds and sizes the job will issue). NCCL 2.28 connects lazily by
+// default (NCCL_RUNTIME_CONNECT=1), per algorithm, the first time an operation selects it (see
+// worker/collective/warm_up.h); without the warm-up that set-up would be charged to the first
+// bucket's deadline. With it, every algorithm the listed operations select is connected (in
+// either mode) before CreateNcclCollective returns. The warm-up's buffer (the largest listed
+// operation, reduce-scatter and all-gather in place) is allocated for it, zeroed on the
+// communication stream, and freed after.
 //
 // Streams and ordering (the caller's contract):
 //   * The caller computes on `NcclOptions::compute_stream` (the trainer's stream; nullptr = the
@@ -25,9 +29,13 @@
 //     anyway).
 //
 // Work: the operation's completion event on the communication stream. Wait() polls it together
-// with ncclCommGetAsyncError every `poll_interval` until done, an NCCL error (a peer died:
-// UNAVAILABLE), or the operation's deadline (issue time + timeout: DEADLINE_EXCEEDED). IsDone()
-// makes one such check without waiting (so a deadline also fires through IsDone).
+// with ncclCommGetAsyncError until done, an NCCL error (a peer died: UNAVAILABLE), Abort, or the
+// operation's deadline (issue time + timeout: DEADLINE_EXCEEDED): for the first 50 µs it spins
+// (yielding the thread between polls), then sleeps 5 µs, 10 µs, ... up to `poll_interval`
+// (nccl_work.h, Backoff). IsDone() makes one such check without waiting (so a deadline also
+// fires through IsDone). The two CUDA events of each operation come from a pool of the
+// communicator's and go back to it (the completion event when the Work is destroyed): steady
+// state creates none.
 //
 // Lifecycle (one Collective per rank per job attempt):
 //
@@ -67,6 +75,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -74,6 +83,7 @@
 #include "worker/collective/collective.h"
 #include "worker/collective/gpu/nccl_runtime.h"
 #include "worker/collective/key_value_store.h"
+#include "worker/collective/warm_up.h"
 
 namespace ringleader {
 namespace gpu {
@@ -84,8 +94,9 @@ struct NcclOptions {
   absl::Duration init_timeout = absl::Seconds(120);
   // Timeout of each operation whose CollectiveOptions::timeout is zero.
   absl::Duration collective_timeout = absl::Seconds(60);
-  // How often a waiting Work / init polls the event and ncclCommGetAsyncError.
-  absl::Duration poll_interval = absl::Microseconds(50);
+  // The longest pause between two polls of the event and ncclCommGetAsyncError while a Work,
+  // init, an enqueue or finalize waits (each wait spins first, then backs off up to this).
+  absl::Duration poll_interval = absl::Microseconds(200);
   // The stream the caller's kernels run on; operations wait for it (see above).
   cudaStream_t compute_stream = nullptr;
   // Reads time for deadlines and Work::Duration. Not owned; nullptr = Clock::Real().
@@ -94,21 +105,26 @@ struct NcclOptions {
   std::function<void(absl::Duration)> sleep;
   // The library calls; nullptr = RealNcclRuntime(). Tests pass a fake.
   std::shared_ptr<NcclRuntime> runtime;
+  // What the warm-up issues after its one-float all-reduce, in this order (warm_up.h): kinds
+  // kAllReduce, kReduceScatter, kAllGather, kBroadcast; elements >= 1; kAvg only on float types.
+  std::vector<WarmUpOperation> warm_up;
 };
 
 // Creates rank `rank` of `world_size` on CUDA device `device`, rendezvousing under `key_prefix`
 // (unique per job attempt, e.g. "<job>/<generation>/") in `store`. Returns a live Collective
 // (backend_name() "nccl", memory_kind() kDevice).
 // Errors:
-//   INVALID_ARGUMENT  rank/world_size/device/timeouts out of range, empty prefix, null store;
+//   INVALID_ARGUMENT  rank/world_size/device/timeouts out of range, empty prefix, null store, a
+//                     warm-up operation of another kind, no elements or kAvg on uint8;
 //   FAILED_PRECONDITION "no usable GPU: ..." (no driver / no such device);
 //   DEADLINE_EXCEEDED  rank 0's unique id never came ("rank 0 never published it"), init or
-//                      the warm-up all-reduce ("connecting to the other ranks") did not finish
+//                      a warm-up operation ("connecting to the other ranks") did not finish
 //                      (the message lists the ranks that never started init and, on ranks != 0,
 //                      names rank 0's bootstrap as the usual culprit), or (rank 0) some rank
 //                      never joined;
 //   UNAVAILABLE        NCCL reported a remote/system error during init (a peer died; on ranks
 //                      != 0 the message names rank 0, whose process hosts the bootstrap);
+//   RESOURCE_EXHAUSTED the warm-up's buffer (its largest operation) does not fit on the GPU;
 //   the store's UNAVAILABLE / FAILED_PRECONDITION; INTERNAL for other NCCL/CUDA failures.
 absl::StatusOr<std::unique_ptr<Collective>> CreateNcclCollective(
     std::shared_ptr<KeyValueStore> store, const std::string& key_prefix, int rank, int world_size,

@@ -451,6 +451,239 @@ TEST_F(NcclCollectiveTest, AWarmUpThatNeverCompletesFailsCreateWithinTheInitDead
   EXPECT_EQ(runtime_->live_allocations(), 0);
 }
 
+// The job's operation kinds, each at its size, inside the init deadline: NCCL connects each
+// algorithm the first time an operation selects it, by kind and size. Reduce-scatter and
+// all-gather run in place on one scratch buffer as large as the largest operation, zeroed on the
+// communication stream first and freed after.
+TEST_F(NcclCollectiveTest, TheWarmUpIssuesEachListedOperationAtItsSize) {
+  constexpr int kWorld = 2;
+  std::vector<std::shared_ptr<FakeNcclRuntime>> runtimes;
+  for (int r = 0; r < kWorld; ++r) runtimes.push_back(std::make_shared<FakeNcclRuntime>());
+  std::vector<absl::Status> results(kWorld);
+  std::vector<std::unique_ptr<Collective>> collectives(kWorld);
+  RunRanks(kWorld, [&](int rank) {
+    NcclOptions o = Options(runtimes[rank]);
+    o.warm_up = {
+        {CollectiveKind::kAllReduce, 1000, DataType::kBFloat16, ReduceOp::kAvg},
+        {CollectiveKind::kReduceScatter, 1001, DataType::kFloat32, ReduceOp::kAvg},  // -> 1002
+        {CollectiveKind::kAllGather, 7, DataType::kUInt8, ReduceOp::kSum},             // -> 8
+        {CollectiveKind::kBroadcast, 50, DataType::kFloat32, ReduceOp::kSum},
+    };
+    auto c = CreateNcclCollective(store_, "job/7/", rank, kWorld, rank, o);
+    results[rank] = c.status();
+    if (c.ok()) collectives[rank] = std::move(*c);
+  });
+  for (int r = 0; r < kWorld; ++r) {
+    ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r];
+    FakeNcclRuntime& rt = *runtimes[r];
+    const std::vector<FakeNcclRuntime::Op> ops = rt.ops();
+    ASSERT_EQ(ops.size(), 5u) << "rank " << r;
+    for (const FakeNcclRuntime::Op& op : ops) EXPECT_EQ(op.stream, rt.created_stream());
+    // The one-float all-reduce first (what small operations and the barrier use).
+    EXPECT_EQ(ops[0].kind, "AllReduce");
+    EXPECT_EQ(ops[0].count, 1u);
+    // Then the listed ones, in order, at their sizes, types and ops.
+    EXPECT_EQ(ops[1].kind, "AllReduce");
+    EXPECT_EQ(ops[1].count, 1000u);
+    EXPECT_EQ(ops[1].type, ncclBfloat16);
+    EXPECT_EQ(ops[1].op, ncclAvg);
+    const char* scratch = static_cast<const char*>(ops[1].send);
+    EXPECT_EQ(ops[2].kind, "ReduceScatter");
+    EXPECT_EQ(ops[2].count, 501u);  // recv count: 1002 / 2
+    EXPECT_EQ(ops[2].type, ncclFloat32);
+    EXPECT_EQ(ops[2].op, ncclAvg);
+    EXPECT_EQ(ops[2].send, scratch);
+    EXPECT_EQ(ops[2].recv, scratch + r * 501 * sizeof(float)) << "in place";
+    EXPECT_EQ(ops[3].kind, "AllGather");
+    EXPECT_EQ(ops[3].count, 4u);  // send count: 8 / 2
+    EXPECT_EQ(ops[3].type, ncclUint8);
+    EXPECT_EQ(ops[3].recv, scratch);
+    EXPECT_EQ(ops[3].send, scratch + r * 4) << "in place";
+    EXPECT_EQ(ops[4].kind, "Broadcast");
+    EXPECT_EQ(ops[4].count, 50u);
+    EXPECT_EQ(ops[4].root, 0);
+    EXPECT_EQ(ops[4].recv, scratch);
+    // One scratch buffer, the largest operation's size (1002 floats), zeroed before the first
+    // listed operation, freed again: only the barrier's buffer is left.
+    EXPECT_EQ(rt.largest_allocation(), 1002 * sizeof(float));
+    const std::vector<std::string> calls = rt.calls();
+    const auto zeroed =
+        std::find(calls.begin(), calls.end(),
+                  absl::StrCat("MemsetAsync(stream ", FakeNcclRuntime::Id(rt.created_stream()),
+                               ", value 0, ", 1002 * sizeof(float), " bytes)"));
+    const auto first_listed =
+        std::find(std::find(calls.begin(), calls.end(), "AllReduce") + 1, calls.end(), "AllReduce");
+    ASSERT_NE(zeroed, calls.end()) << "the scratch buffer is never zeroed";
+    EXPECT_LT(zeroed, first_listed);
+    EXPECT_EQ(rt.live_allocations(), 1);
+    EXPECT_EQ(rt.abort_calls(), 0);
+    EXPECT_TRUE(store_->Get(NcclJoinedKey("job/7/", r), absl::ZeroDuration()).ok());
+  }
+  // The job's own operations are numbered from #0 again.
+  runtimes[0]->set_events_complete(false);
+  CollectiveOptions opts;
+  opts.timeout = absl::Milliseconds(50);
+  const absl::Status s =
+      collectives[0]->AllReduce({buf_, 4, DataType::kFloat32}, ReduceOp::kSum, opts)->Wait();
+  EXPECT_THAT(std::string(s.message()), HasSubstr("all-reduce(sum) #0 "));
+}
+
+TEST_F(NcclCollectiveTest, AWarmUpOperationThatNeverCompletesFailsCreateNamingIt) {
+  runtime_->set_ops_that_complete(1);  // the one-float all-reduce; the peer never joins the next
+  NcclOptions o = Options(runtime_);
+  o.warm_up = {{CollectiveKind::kReduceScatter, 64, DataType::kFloat32, ReduceOp::kAvg}};
+  const absl::Time start = clock_.Now();
+  auto c = CreateNcclCollective(store_, "job/3/", 0, 1, 0, o);
+  ASSERT_EQ(c.status().code(), absl::StatusCode::kDeadlineExceeded) << c.status();
+  EXPECT_THAT(std::string(c.status().message()), HasSubstr("connecting to the other ranks"));
+  EXPECT_THAT(std::string(c.status().message()),
+              HasSubstr("connection warm-up reduce-scatter(avg) #1 (64 x fp32)"));
+  EXPECT_GE(clock_.Now() - start, absl::Seconds(10));  // the init deadline, not the op timeout
+  EXPECT_LE(clock_.Now() - start, absl::Seconds(10) + absl::Milliseconds(20));
+  EXPECT_FALSE(store_->Get(NcclJoinedKey("job/3/", 0), absl::ZeroDuration()).ok());
+  EXPECT_EQ(runtime_->abort_calls(), 1);
+  EXPECT_EQ(runtime_->live_allocations(), 0) << "the scratch buffer is freed on failure too";
+  EXPECT_EQ(runtime_->live_streams(), 0);
+}
+
+TEST_F(NcclCollectiveTest, ABadWarmUpOperationIsRefusedBeforeAnyCall) {
+  for (const WarmUpOperation& bad : std::vector<WarmUpOperation>{
+           {CollectiveKind::kBarrier, 1, DataType::kFloat32, ReduceOp::kSum},
+           {CollectiveKind::kAllReduce, 0, DataType::kFloat32, ReduceOp::kSum},
+           {CollectiveKind::kReduceScatter, 8, DataType::kUInt8, ReduceOp::kAvg},
+       }) {
+    NcclOptions o = Options(runtime_);
+    o.warm_up = {{CollectiveKind::kAllGather, 4, DataType::kFloat32, ReduceOp::kSum}, bad};
+    const absl::Status s = CreateNcclCollective(store_, "job/3/", 0, 1, 0, o).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("NcclOptions::warm_up[1]"));
+  }
+  EXPECT_TRUE(runtime_->calls().empty());
+}
+
+// Each operation takes two events (compute-stream order, completion); they come from the
+// communicator's pool and go back when the Work is destroyed, so steady state creates none.
+TEST_F(NcclCollectiveTest, OperationsReuseTheirEventsInsteadOfCreatingThem) {
+  std::unique_ptr<Collective> c = CreateAlone();
+  ASSERT_NE(c, nullptr);
+  const int after_create = runtime_->event_creations();
+  EXPECT_LE(after_create, 2) << "the warm-up all-reduce: one order event, one completion event";
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(c->AllReduce({buf_, 16, DataType::kFloat32}, ReduceOp::kSum)->Wait().ok());
+  }
+  EXPECT_EQ(runtime_->event_creations(), after_create) << "100 operations created events";
+  // Works held at once each hold their completion event; the pool grows to that many, once.
+  std::vector<std::shared_ptr<Work>> held;
+  for (int i = 0; i < 10; ++i) {
+    held.push_back(c->AllReduce({buf_ + i, 1, DataType::kFloat32}, ReduceOp::kSum));
+  }
+  for (const auto& work : held) ASSERT_TRUE(work->Wait().ok());
+  const int after_ten = runtime_->event_creations();
+  EXPECT_LE(after_ten, 11);
+  held.clear();
+  for (int i = 0; i < 10; ++i) {
+    held.push_back(c->AllReduce({buf_ + i, 1, DataType::kFloat32}, ReduceOp::kSum));
+  }
+  for (const auto& work : held) ASSERT_TRUE(work->Wait().ok());
+  EXPECT_EQ(runtime_->event_creations(), after_ten);
+  // Every event is destroyed once the Collective and the last Work are gone, in either order.
+  c.reset();
+  EXPECT_GT(runtime_->live_events(), 0) << "the held Works still use theirs";
+  held.clear();
+  EXPECT_EQ(runtime_->live_events(), 0);
+}
+
+TEST_F(NcclCollectiveTest, ThePoolIsSharedSafelyByThreadsIssuingAndWaiting) {
+  std::unique_ptr<Collective> c = CreateAlone();
+  ASSERT_NE(c, nullptr);
+  constexpr int kThreads = 4;
+  constexpr int kOps = 200;
+  std::vector<float> bufs(kThreads);
+  std::vector<std::thread> threads;
+  std::vector<int> failures(kThreads, 0);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kOps; ++i) {
+        auto work = c->AllReduce({&bufs[t], 1, DataType::kFloat32}, ReduceOp::kSum);
+        if (!work->Wait().ok()) ++failures[t];
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
+  // At most every thread's completion event plus an order event in use at once.
+  EXPECT_LE(runtime_->event_creations(), 2 * kThreads + 2);
+  c.reset();
+  EXPECT_EQ(runtime_->live_events(), 0);
+}
+
+// No fixed sleep between polls: an operation that finishes within a few polls is seen without
+// sleeping at all (the wait spins first), a long one with sleeps growing to poll_interval.
+TEST_F(NcclCollectiveTest, AWaitSpinsFirstThenBacksOffUpToThePollInterval) {
+  std::vector<absl::Duration> sleeps;
+  NcclOptions o = Options(runtime_);
+  o.sleep = [&](absl::Duration d) {
+    sleeps.push_back(d);
+    clock_.Advance(d);
+  };
+  auto created = CreateNcclCollective(store_, "job/3/", 0, 1, 0, o);
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<Collective> c = std::move(*created);
+
+  runtime_->set_event_polls(5);  // done at the sixth query
+  sleeps.clear();
+  const int queries = runtime_->event_queries();
+  const absl::Time issued = clock_.Now();
+  ASSERT_TRUE(c->AllReduce({buf_, 4, DataType::kFloat32}, ReduceOp::kSum)->Wait().ok());
+  EXPECT_TRUE(sleeps.empty()) << "slept " << sleeps.size() << " times (first "
+                              << absl::FormatDuration(sleeps.front()) << ")";
+  EXPECT_EQ(clock_.Now(), issued);
+  EXPECT_EQ(runtime_->event_queries() - queries, 6);
+
+  // Never done: the spin ends (the fake clock stands still: by its poll count), then sleeps
+  // from a few microseconds (nccl_work.h's Backoff), each at most twice the last, up to
+  // poll_interval (10ms), the last one cut to the deadline.
+  runtime_->set_event_polls(0);
+  runtime_->set_events_complete(false);
+  sleeps.clear();
+  CollectiveOptions opts;
+  opts.timeout = absl::Seconds(1);
+  const absl::Time start = clock_.Now();
+  const absl::Status s =
+      c->AllReduce({buf_, 4, DataType::kFloat32}, ReduceOp::kSum, opts)->Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_EQ(clock_.Now() - start, absl::Seconds(1)) << "the deadline, to the tick";
+  ASSERT_GT(sleeps.size(), 2u);
+  EXPECT_LE(sleeps.front(), absl::Microseconds(10)) << "a sleep floor";
+  for (size_t i = 1; i < sleeps.size(); ++i) {
+    EXPECT_LE(sleeps[i], 2 * sleeps[i - 1]) << "sleep " << i;
+    EXPECT_LE(sleeps[i], absl::Milliseconds(10)) << "sleep " << i;
+  }
+  EXPECT_EQ(*std::max_element(sleeps.begin(), sleeps.end()), absl::Milliseconds(10));
+  EXPECT_LT(sleeps.size(), 130u) << "polls every poll_interval at most: ~100 plus the ramp";
+}
+
+// Another thread's Abort ends a Wait at its next poll, also while it backs off.
+TEST_F(NcclCollectiveTest, AnAbortDuringTheBackOffEndsTheWaitAtTheNextPoll) {
+  std::unique_ptr<Collective> c;
+  int sleeps = 0;
+  NcclOptions o = Options(runtime_);
+  o.sleep = [&](absl::Duration d) {
+    clock_.Advance(d);
+    if (++sleeps == 4 && c != nullptr) c->Abort(absl::CancelledError("operator stop"));
+  };
+  auto created = CreateNcclCollective(store_, "job/3/", 0, 1, 0, o);
+  ASSERT_TRUE(created.ok()) << created.status();
+  c = std::move(*created);
+  runtime_->set_events_complete(false);
+  sleeps = 0;
+  const absl::Status s = c->AllReduce({buf_, 4, DataType::kFloat32}, ReduceOp::kSum)->Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("operator stop"));
+  EXPECT_EQ(sleeps, 4) << "no sleep after the abort";
+  EXPECT_EQ(runtime_->abort_calls(), 1);
+}
+
 // The success path: barrier, ncclCommFinalize polled to completion, ncclCommDestroy; no abort.
 TEST_F(NcclCollectiveTest, CloseFinalizesThenDestroysTheCommunicatorWithoutAborting) {
   std::unique_ptr<Collective> c = CreateAlone();

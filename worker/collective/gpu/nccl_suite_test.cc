@@ -134,6 +134,56 @@ TEST(GpuSuite, NcclCollectivesAcrossAllGpus) {
   for (int r = 0; r < n; ++r) EXPECT_EQ(failures[r], "") << "rank " << r << " of " << n;
 }
 
+// The job-shaped warm-up on real NCCL: every kind at a bucket's size (reduce-scatter and
+// all-gather in place on the scratch buffer) within the init deadline; afterwards 200
+// operations (their events reused from the pool), a reduce-scatter and the close succeed.
+TEST(GpuSuite, TheWarmUpRunsEveryKindAtBucketSizeAndOperationsWorkAfterIt) {
+  RL_SKIP_WITHOUT_GPU(1);
+  const int n = GpuCount();
+  auto store = std::make_shared<InMemoryKeyValueStore>();
+  constexpr size_t kBucket = size_t{25} << 18;  // 25 MiB of fp32
+  std::vector<std::string> failures(n);
+  RunRanks(
+      n,
+      [&](int r) {
+        auto fail = [&](const std::string& what) {
+          if (failures[r].empty()) failures[r] = what;
+        };
+        if (cudaSetDevice(r) != cudaSuccess) return fail("cudaSetDevice");
+        NcclOptions o = SuiteNcclOptions(nullptr);
+        o.warm_up = {
+            {CollectiveKind::kAllGather, static_cast<size_t>(n), DataType::kFloat32,
+             ReduceOp::kSum},
+            {CollectiveKind::kAllReduce, kBucket / 25, DataType::kFloat32, ReduceOp::kAvg},
+            {CollectiveKind::kAllReduce, kBucket, DataType::kBFloat16, ReduceOp::kAvg},
+            {CollectiveKind::kReduceScatter, kBucket + 1, DataType::kFloat32, ReduceOp::kAvg},
+            {CollectiveKind::kAllGather, kBucket, DataType::kFloat32, ReduceOp::kSum},
+            {CollectiveKind::kBroadcast, kBucket, DataType::kFloat32, ReduceOp::kSum},
+        };
+        auto c = CreateNcclCollective(store, "suite/warm/", r, n, r, o);
+        if (!c.ok()) return fail(c.status().ToString());
+        DeviceBuffer<float> buf(std::vector<float>(1024, 1.0f));
+        for (int i = 0; i < 200; ++i) {
+          absl::Status s =
+              (*c)->AllReduce({buf.get(), 1024, DataType::kFloat32}, ReduceOp::kMax)->Wait();
+          if (!s.ok()) return fail(absl::StrCat("all-reduce ", i, ": ", s.ToString()));
+        }
+        if (buf.ToHost() != std::vector<float>(1024, 1.0f)) fail("max of ones");
+        DeviceBuffer<float> in(std::vector<float>(2 * n, r + 1.0f));
+        DeviceBuffer<float> out(2);
+        absl::Status s = (*c)->ReduceScatter({in.get(), 2u * n, DataType::kFloat32},
+                                             {out.get(), 2, DataType::kFloat32}, ReduceOp::kSum)
+                             ->Wait();
+        if (!s.ok() || out.ToHost() != std::vector<float>(2, n * (n + 1) / 2.0f)) {
+          fail("reduce-scatter after the warm-up: " + s.ToString());
+        }
+        s = (*c)->Close(absl::Seconds(30));
+        if (!s.ok()) fail("close: " + s.ToString());
+      },
+      absl::Seconds(240));
+  for (int r = 0; r < n; ++r) EXPECT_EQ(failures[r], "") << "rank " << r << " of " << n;
+}
+
 // World size = GPUs + 1, and the extra rank never starts: every present rank's init times out
 // (DEADLINE_EXCEEDED naming the missing rank) and aborts its communicator instead of hanging.
 TEST(GpuSuite, ARankThatNeverJoinsMakesTheOthersTimeOutAndAbortCleanly) {

@@ -1,5 +1,7 @@
 #include "worker/collective/gpu/nccl_work.h"
 
+#include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -102,11 +104,55 @@ absl::Status CommState::PollAsyncError(bool* in_progress) {
                     comm_);
 }
 
+EventPool::~EventPool() {
+  absl::MutexLock lock(&mu_);
+  for (cudaEvent_t event : free_) runtime_->EventDestroy(event);
+}
+
+absl::StatusOr<cudaEvent_t> EventPool::Acquire() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!free_.empty()) {
+      cudaEvent_t event = free_.back();
+      free_.pop_back();
+      return event;
+    }
+  }
+  cudaEvent_t event = nullptr;
+  RL_CUDA_RETURN_IF_ERROR(runtime_->EventCreate(&event));
+  return event;
+}
+
+void EventPool::Release(cudaEvent_t event) {
+  if (event == nullptr) return;
+  absl::MutexLock lock(&mu_);
+  free_.push_back(event);
+}
+
+void Backoff::Pause(absl::Time deadline) {
+  const absl::Time now = poller_.clock->Now();
+  if (spins_ < kMaxSpins && now - started_ < kSpinTime) {
+    ++spins_;
+    std::this_thread::yield();
+    return;
+  }
+  absl::Duration pause = std::min(next_sleep_, poller_.interval);
+  if (deadline - now < pause) pause = std::max(deadline - now, absl::ZeroDuration());
+  next_sleep_ = std::min(next_sleep_ * 2, poller_.interval);
+  ++sleeps_;
+  if (pause > absl::ZeroDuration()) {
+    poller_.sleep(pause);
+  } else {
+    std::this_thread::yield();  // the deadline is here: the next poll reports it
+  }
+}
+
 absl::Status NcclWork::Wait() {
+  Backoff backoff(poller_);
   while (true) {
     std::optional<absl::Status> result = Check();
     if (result.has_value()) return *result;
-    poller_.sleep(poller_.interval);
+    backoff.Pause(start_ + timeout_);
   }
 }
 

@@ -1,12 +1,14 @@
 // The pieces of NcclCollective (nccl_collective.h) that outlive a call: the communicator's
 // shared state (CommState: the communicator and its first error, so a Work may outlive the
-// Collective) and the Works an operation returns (NcclWork: done when its event on the
+// Collective), the CUDA events its operations reuse (EventPool), how a wait paces its polls
+// (Backoff) and the Works an operation returns (NcclWork: done when its event on the
 // communication stream completes; while waiting it polls the communicator's asynchronous error
 // and its own deadline, and aborts the communicator on either). Internal to the NCCL backend.
 //
 //   CommState:  LIVE ──Fail(status) / TakeForClose(closed)──> DEAD (the first status, sticky)
 //
-// Thread-safety: CommState and the Works are thread-safe.
+// Thread-safety: CommState, EventPool and the Works are thread-safe; a Backoff belongs to one
+// wait on one thread.
 #ifndef RINGLEADER_WORKER_COLLECTIVE_GPU_NCCL_WORK_H_
 #define RINGLEADER_WORKER_COLLECTIVE_GPU_NCCL_WORK_H_
 
@@ -17,9 +19,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
@@ -34,11 +38,65 @@ using Sleeper = std::function<void(absl::Duration)>;
 // `s` with `context` in front of its message (OK stays OK).
 absl::Status WithContext(const absl::Status& s, const std::string& context);
 
-// How a Work or the init loop waits: clock, sleep and poll interval.
+// The CUDA events of one communicator's operations (each operation takes two: one recorded on
+// the compute stream, one marking its completion on the communication stream), reused instead of
+// created and destroyed per operation. Re-recording a returned event is safe: a stream that
+// waited on it captured its earlier record, and a query sees only the latest one. Shared by the
+// Collective and its Works (a Work returns its event when destroyed); the events still in the
+// pool are destroyed with it. Never shrinks: it holds as many events as were ever in use at once.
+class EventPool {
+ public:
+  explicit EventPool(std::shared_ptr<NcclRuntime> runtime) : runtime_(std::move(runtime)) {}
+  ~EventPool();
+  EventPool(const EventPool&) = delete;
+  EventPool& operator=(const EventPool&) = delete;
+
+  // A free event, or a new one (cudaEventCreateWithFlags(cudaEventDisableTiming), on the current
+  // device: call it after cudaSetDevice).
+  absl::StatusOr<cudaEvent_t> Acquire();
+  // Gives `event` back for reuse. Its last record may still be pending.
+  void Release(cudaEvent_t event);
+
+ private:
+  const std::shared_ptr<NcclRuntime> runtime_;
+  absl::Mutex mu_;
+  std::vector<cudaEvent_t> free_ ABSL_GUARDED_BY(mu_);
+};
+
+// How a Work, the enqueue, init and finalize loops wait: clock, sleep and the longest pause.
 struct Poller {
   Clock* clock;
   Sleeper sleep;
-  absl::Duration interval;
+  absl::Duration interval;  // the longest pause between two polls (NcclOptions::poll_interval)
+};
+
+// The pauses between the polls of one wait: first it spins, yielding the thread between polls,
+// for up to kSpinTime (and at most kMaxSpins polls, so a clock that stands still in tests cannot
+// spin forever); then it sleeps, kFirstSleep first, each sleep twice the last, never more than
+// the poller's interval nor past `deadline`. A short operation is thus seen done within a
+// poll or two of finishing, a long one costs a few dozen polls instead of one every interval.
+class Backoff {
+ public:
+  static constexpr absl::Duration kSpinTime = absl::Microseconds(50);
+  static constexpr int kMaxSpins = 256;
+  static constexpr absl::Duration kFirstSleep = absl::Microseconds(5);
+
+  explicit Backoff(const Poller& poller)
+      : poller_(poller), started_(poller.clock->Now()) {}
+
+  // Pauses before the next poll. `deadline` (if any) caps a sleep, so the poll that notices it
+  // comes on time.
+  void Pause(absl::Time deadline = absl::InfiniteFuture());
+
+  // The sleeps so far (0 while it spins).
+  int sleeps() const { return sleeps_; }
+
+ private:
+  const Poller& poller_;
+  const absl::Time started_;
+  int spins_ = 0;
+  int sleeps_ = 0;
+  absl::Duration next_sleep_ = kFirstSleep;
 };
 
 // The communicator and the first error, shared by the Collective and its Works.
@@ -119,24 +177,25 @@ class DoneWork : public Work {
   const absl::Status status_;
 };
 
-// An operation on the communication stream; done when `done_event` has completed (destroyed
-// with the Work). Fails, aborting the communicator, when the event reports an error, the
-// communicator an asynchronous error, or `timeout` passes since `start` (DEADLINE_EXCEEDED
-// naming the rank and `what`).
+// An operation on the communication stream; done when `done_event` has completed (returned to
+// `events` with the Work). Fails, aborting the communicator, when the event reports an error,
+// the communicator an asynchronous error, or `timeout` passes since `start` (DEADLINE_EXCEEDED
+// naming the rank and `what`). Wait() polls with a Backoff.
 class NcclWork : public Work {
  public:
   NcclWork(std::shared_ptr<CommState> state, std::shared_ptr<NcclRuntime> runtime,
-           cudaEvent_t done_event, std::string what, absl::Time start, absl::Duration timeout,
-           Poller poller)
+           std::shared_ptr<EventPool> events, cudaEvent_t done_event, std::string what,
+           absl::Time start, absl::Duration timeout, Poller poller)
       : state_(std::move(state)),
         runtime_(std::move(runtime)),
+        events_(std::move(events)),
         done_event_(done_event),
         what_(std::move(what)),
         start_(start),
         timeout_(timeout),
         poller_(std::move(poller)) {}
 
-  ~NcclWork() override { runtime_->EventDestroy(done_event_); }
+  ~NcclWork() override { events_->Release(done_event_); }
 
   absl::Status Wait() override;
   bool IsDone() const override { return const_cast<NcclWork*>(this)->Check().has_value(); }
@@ -149,6 +208,7 @@ class NcclWork : public Work {
 
   const std::shared_ptr<CommState> state_;
   const std::shared_ptr<NcclRuntime> runtime_;
+  const std::shared_ptr<EventPool> events_;
   const cudaEvent_t done_event_;
   const std::string what_;
   const absl::Time start_;

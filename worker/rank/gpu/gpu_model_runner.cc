@@ -258,6 +258,9 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateGpuModelRunner(std::unique_pt
                                                                   const SgdOptions& sgd,
                                                                   const GpuRunnerOptions& options) {
   RETURN_IF_ERROR(CheckUsableGpu(options.gpu));
+  // The reducer's and the training loop's per-step buffers come from the device's pool
+  // (CudaTensorMemory): keep what they free there instead of unmapping it every step.
+  RETURN_IF_ERROR(gpu::RetainFreedDeviceMemory(options.gpu));
   gpu::GpuMlpOptions mlp;
   mlp.device = options.gpu;
   mlp.precision = options.bf16_mixed_precision ? gpu::Precision::kBf16 : gpu::Precision::kFp32;

@@ -34,12 +34,14 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "worker/collective/collective.h"
 #include "worker/collective/key_value_store.h"
+#include "worker/collective/warm_up.h"
 #include "worker/rank/model_runner.h"
 #include "worker/trainer/mlp.h"
 #include "worker/trainer/sgd.h"
@@ -68,10 +70,13 @@ absl::StatusOr<std::unique_ptr<ModelRunner>> CreateGpuModelRunner(std::unique_pt
 
 struct RankNcclOptions {
   // How long communicator creation (rank 0's unique id, ncclCommInitRankConfig and the warm-up
-  // all-reduce that connects the ranks) may take.
+  // that connects the ranks) may take.
   absl::Duration init_timeout = absl::Seconds(120);
   // Deadline of each collective (JobSpec.collective_timeout_ms).
   absl::Duration collective_timeout = absl::Seconds(60);
+  // The operations the job will issue, warmed up after the one-float all-reduce
+  // (worker/collective/warm_up.h; collective_factory.h's WarmUpOperationsFor).
+  std::vector<WarmUpOperation> warm_up;
 };
 
 // The NCCL collective of rank `rank` of `world_size` on placement.gpu, ordered after

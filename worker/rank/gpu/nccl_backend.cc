@@ -17,6 +17,7 @@ absl::StatusOr<std::unique_ptr<Collective>> CreateRankNcclCollective(
   nccl.init_timeout = options.init_timeout;
   nccl.collective_timeout = options.collective_timeout;
   nccl.compute_stream = static_cast<cudaStream_t>(placement.compute_stream);
+  nccl.warm_up = options.warm_up;
   return gpu::CreateNcclCollective(std::move(store), prefix, rank, world_size, placement.gpu, nccl);
 }
 

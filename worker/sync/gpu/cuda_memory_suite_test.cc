@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -206,6 +207,42 @@ std::vector<std::vector<float>> RunReducer(Collective* comm, TensorMemory* memor
     out.push_back(Download(memory, red->gradient_slots()[p], Params()[p].count));
   }
   return out;
+}
+
+// The pool cudaMallocAsync draws from keeps freed memory across a synchronisation once
+// RetainFreedDeviceMemory set its release threshold (CUDA's default, 0, unmaps it at every
+// cudaStreamSynchronize, i.e. every training step).
+TEST(CudaMemorySuite, FreedMemoryStaysInThePoolAcrossSynchronisations) {
+  RL_SKIP_WITHOUT_GPU(1);
+  ASSERT_TRUE(RetainFreedDeviceMemory(0).ok());
+  ASSERT_TRUE(RetainFreedDeviceMemory(0).ok()) << "idempotent";
+  cudaMemPool_t pool = nullptr;
+  ASSERT_EQ(cudaDeviceGetMemPool(&pool, 0), cudaSuccess);
+  uint64_t threshold = 0;
+  ASSERT_EQ(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold),
+            cudaSuccess);
+  EXPECT_EQ(threshold, std::numeric_limits<uint64_t>::max());
+
+  RankDevice dev(0);
+  constexpr size_t kBytes = size_t{64} << 20;
+  const auto reserved = [&] {
+    uint64_t bytes = 0;
+    EXPECT_EQ(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &bytes),
+              cudaSuccess);
+    return bytes;
+  };
+  auto first = dev.memory->Allocate(kBytes);
+  ASSERT_TRUE(first.ok()) << first.status();
+  dev.memory->Free(*first);
+  ASSERT_EQ(cudaStreamSynchronize(dev.stream), cudaSuccess);
+  const uint64_t kept = reserved();
+  EXPECT_GE(kept, kBytes) << "the freed 64 MiB went back to the driver at the synchronisation";
+  // The next step's allocation of the same size is served from the pool: it does not grow.
+  auto second = dev.memory->Allocate(kBytes);
+  ASSERT_TRUE(second.ok()) << second.status();
+  dev.memory->Free(*second);
+  ASSERT_EQ(cudaStreamSynchronize(dev.stream), cudaSuccess);
+  EXPECT_EQ(reserved(), kept);
 }
 
 TEST(CudaMemorySuite, ReducerOverCudaMemoryEqualsTheHostReducer) {

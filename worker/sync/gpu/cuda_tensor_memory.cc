@@ -2,6 +2,9 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "common/gpu/cuda_status.h"
 #include "common/status_macros.h"
@@ -11,6 +14,15 @@
 
 namespace ringleader {
 namespace gpu {
+
+absl::Status RetainFreedDeviceMemory(int device) {
+  cudaMemPool_t pool = nullptr;
+  RL_CUDA_RETURN_IF_ERROR(cudaDeviceGetMemPool(&pool, device));
+  uint64_t threshold = std::numeric_limits<uint64_t>::max();
+  RL_CUDA_RETURN_IF_ERROR(
+      cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
+  return absl::OkStatus();
+}
 
 std::string CudaTensorMemory::name() const { return absl::StrCat("cuda:", device_); }
 

@@ -4,7 +4,9 @@
 // as the backward kernels that write the gradients.
 //
 //   Allocate / Free      cudaMallocAsync / cudaFreeAsync on the stream (stream-ordered: a
-//                        buffer freed after a collective's Work::Wait() is safe to reuse)
+//                        buffer freed after a collective's Work::Wait() is safe to reuse), from
+//                        the device's current memory pool: call RetainFreedDeviceMemory once
+//                        per device, or each step's staging is unmapped and mapped again
 //   Zero                 cudaMemsetAsync
 //   CopyFromHost         cudaMemcpyAsync, then cudaStreamSynchronize (the caller may reuse the
 //                        pageable source at once; the copies are a few bytes per step)
@@ -34,6 +36,17 @@
 
 namespace ringleader {
 namespace gpu {
+
+// Sets the release threshold of `device`'s current memory pool (the one cudaMallocAsync draws
+// from: the device's default pool unless someone set another) to UINT64_MAX. With CUDA's default
+// threshold, 0, the pool hands every unused byte back to the driver at each synchronisation
+// (cudaStreamSynchronize, which CopyToHost calls every step), so the buffers the training loop
+// allocates and frees every step (the collective ledger's summaries, the drift check's scratch,
+// fsdp's layer staging, zero2's gradient slots) are unmapped and mapped again each time. Now
+// the pool keeps what was freed and reuses it: its size settles at the job's peak. Process-wide
+// for the device and idempotent: the rank calls it where it sets up its GPU
+// (CreateGpuModelRunner). Errors: cuda_status.h's mapping.
+absl::Status RetainFreedDeviceMemory(int device);
 
 class CudaTensorMemory : public TensorMemory {
  public:
