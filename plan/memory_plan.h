@@ -25,8 +25,9 @@
 //   H   zero2's gather chunk: min(Q, 2^18)
 //   fsdp uses zero2's plan over every parameter (frozen ones too: they are sharded with their
 //   buckets and reduce as zeros; O_r counts the trainable ones only, which have momentum), and
-//   S   its layer staging: max over layers of the padded sizes N s_b of the buckets holding
-//       that layer's weight and bias, summed (plan/fsdp_plan.h)
+//   S   its staging arena (plan/fsdp_plan.h): room for the padded buckets N s_b of the layer
+//       computing and of the next one, prefetched, each bucket in a place of its own clear of
+//       every bucket it is held with (about two layers' buckets)
 //
 // Per rank, in bytes:
 //
@@ -53,9 +54,9 @@
 //   ~30% of T (sync.bucket_cap_mb well under the model's size, no single parameter that large).
 // - fsdp (worker/sync/fsdp_parameters.h): zero2's gradients and optimizer; the
 //   parameters are kept as the rank's slice of every bucket (Z, laid out like the gradient
-//   shard) and each layer's buckets are all-gathered into staging right before the layer runs
-//   in forward and again in backward, one layer at a time (S, counted with the parameters; no
-//   prefetch). No gather after the step, so no communication buffer: a gather sends from the
+//   shard) and each layer's buckets are all-gathered into the staging arena while the layer
+//   before it runs, in forward and again in backward, two layers at a time (S, allocated once,
+//   counted with the parameters). No gather after the step, so no communication buffer: a gather sends from the
 //   shard and receives into the staging. (zero1's gather staging, G(N + 1) floats, costs more
 //   than the momentum it saves on models under a few million parameters; it is bounded, the
 //   saving is not.)

@@ -38,6 +38,19 @@ const char* ReduceOpName(ReduceOp op) {
   return "?";  // unreachable
 }
 
+namespace {
+
+// Host backends' mark: the caller's compute is done when it issues an operation.
+class HostComputeMark : public ComputeMark {};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const ComputeMark>> Collective::MarkCompute() {
+  static const std::shared_ptr<const ComputeMark>* const mark =
+      new std::shared_ptr<const ComputeMark>(std::make_shared<HostComputeMark>());
+  return *mark;
+}
+
 const char* CollectiveKindName(CollectiveKind kind) {
   switch (kind) {
     case CollectiveKind::kNone:

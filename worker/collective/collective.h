@@ -26,6 +26,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 namespace ringleader {
@@ -65,12 +66,29 @@ struct TensorView {
   size_t bytes() const { return count * DataTypeSize(dtype); }
 };
 
+// A point in the caller's compute stream: every kernel issued there before
+// Collective::MarkCompute took it (a CUDA event on NCCL). Opaque; one mark may order many
+// operations. Host backends hand out marks that order nothing: the caller's host compute is
+// over when it issues an operation.
+class ComputeMark {
+ public:
+  virtual ~ComputeMark() = default;
+};
+
 // Per-operation options.
 struct CollectiveOptions {
   // Fails the operation with DEADLINE_EXCEEDED after this long (0 = the Collective's default).
   absl::Duration timeout = absl::ZeroDuration();
   // Bucket id (or -1) carried into the fingerprint and into error messages.
   int bucket = -1;
+  // Device backends: what the operation waits for on the compute stream before it runs.
+  // Null (the default, always safe): every kernel issued there before the call. A mark from
+  // this Collective's MarkCompute (or its side channel's: they share the compute stream): only
+  // the kernels issued before the mark. The caller vouches that nothing it issues on the
+  // compute stream after the mark writes the operation's input, or reads or writes its output,
+  // until the operation is ordered before that compute (Work::OrderCompute or Wait). Host
+  // backends ignore it.
+  std::shared_ptr<const ComputeMark> after;
 };
 
 // A pending operation. Thread-safe.
@@ -87,6 +105,14 @@ class Work {
   // its peers or transfers), on the backend's clock, for hang forensics. nullopt: not started
   // yet, or the backend cannot tell (NCCL runs it on a stream).
   virtual std::optional<absl::Time> StartTime() const { return std::nullopt; }
+  // Orders the caller's compute after the operation: kernels issued on the compute stream after
+  // this call see its result. Device backends do it without blocking the host (NCCL: the
+  // compute stream waits for the operation's completion event); host backends Wait(). Errors:
+  // device backends only what is known now (the operation was refused, or its communicator has
+  // failed); a later failure shows at Wait() (an aborted operation's event completes, its
+  // output undefined), so the caller still waits for every operation before it trusts a
+  // result. Host backends: Wait()'s.
+  virtual absl::Status OrderCompute() { return Wait(); }
 };
 
 // One rank's view of a communicator. Owned by the rank process; methods may be called from any
@@ -113,6 +139,23 @@ class Collective {
   virtual std::shared_ptr<Work> ReduceScatter(TensorView in, TensorView out, ReduceOp op,
                                               const CollectiveOptions& opts = {}) = 0;
   virtual std::shared_ptr<Work> Barrier(const CollectiveOptions& opts = {}) = 0;
+
+  // The compute stream's current position, for CollectiveOptions::after. Host backends: a
+  // mark that orders nothing. Errors (device backends): the communicator's first error once it
+  // failed; recording the event's.
+  virtual absl::StatusOr<std::shared_ptr<const ComputeMark>> MarkCompute();
+
+  // A second channel to the same ranks for operations that must neither queue behind this one's
+  // nor delay them (strategy fsdp's parameter gathers beside the gradient reduce-scatters), or
+  // null when the backend has none (then the caller uses this one). NCCL: a second
+  // communicator (ncclCommSplit of this one, created with it when NcclOptions::side_channel
+  // asks) on its own communication stream. Owned by this Collective, valid while it lives.
+  // Each channel keeps its own issue order, and every rank must issue the same operations on
+  // each channel in the same order (how the two channels' operations interleave may differ
+  // between ranks). Failing or aborting this Collective fails the side channel too; a failure of
+  // the side channel fails its own operations, and the caller's failure path then aborts this
+  // one. Close closes the side channel first, then this one.
+  virtual Collective* side_channel() { return nullptr; }
 
   // Fails every pending and future operation with ABORTED(reason) as soon as possible
   // (ncclCommAbort on NCCL; on gloo the transport is torn down). Idempotent; never blocks on

@@ -97,7 +97,13 @@ std::vector<absl::Duration> CollectiveTrace::DurationsSince(uint64_t first, size
 }
 
 TracedCollective::TracedCollective(std::unique_ptr<Collective> inner, CollectiveTrace* trace)
-    : inner_(std::move(inner)), trace_(trace) {}
+    : owned_(std::move(inner)), inner_(owned_.get()), trace_(trace) {
+  Collective* side = inner_->side_channel();
+  if (side != nullptr) side_.reset(new TracedCollective(side, trace));
+}
+
+TracedCollective::TracedCollective(Collective* side, CollectiveTrace* trace)
+    : inner_(side), trace_(trace) {}
 
 std::shared_ptr<Work> TracedCollective::Traced(CollectiveKind kind, TensorView view, int bucket,
                                                std::shared_ptr<Work> work) {

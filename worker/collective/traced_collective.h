@@ -98,6 +98,8 @@ class CollectiveTrace {
 
 // Forwards every call to `inner` and records each operation in `trace` (not owned; must outlive
 // this). Refused operations (a bad argument) are recorded too: every rank issues them alike.
+// The backend's side channel, if any, is traced into the same ring: its operations take the
+// next sequence numbers in issue order, like this one's.
 class TracedCollective : public Collective {
  public:
   TracedCollective(std::unique_ptr<Collective> inner, CollectiveTrace* trace);
@@ -116,16 +118,25 @@ class TracedCollective : public Collective {
   std::shared_ptr<Work> ReduceScatter(TensorView in, TensorView out, ReduceOp op,
                                       const CollectiveOptions& opts = {}) override;
   std::shared_ptr<Work> Barrier(const CollectiveOptions& opts = {}) override;
+  absl::StatusOr<std::shared_ptr<const ComputeMark>> MarkCompute() override {
+    return inner_->MarkCompute();
+  }
+  Collective* side_channel() override { return side_.get(); }
   void Abort(const absl::Status& reason) override { inner_->Abort(reason); }
   // Its closing barrier is the backend's own: not traced.
   absl::Status Close(absl::Duration timeout) override { return inner_->Close(timeout); }
 
  private:
+  // The backend's side channel, owned by the backend.
+  TracedCollective(Collective* side, CollectiveTrace* trace);
+
   std::shared_ptr<Work> Traced(CollectiveKind kind, TensorView view, int bucket,
                                std::shared_ptr<Work> work);
 
-  const std::unique_ptr<Collective> inner_;
+  const std::unique_ptr<Collective> owned_;  // null for a side channel
+  Collective* const inner_;
   CollectiveTrace* const trace_;
+  std::unique_ptr<TracedCollective> side_;  // inner_'s side channel, traced; null if none
 };
 
 }  // namespace ringleader

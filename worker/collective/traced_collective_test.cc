@@ -1,6 +1,7 @@
 #include "worker/collective/traced_collective.h"
 
 #include <memory>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -108,6 +109,77 @@ TEST(TracedCollectiveTest, TheRingKeepsTheNewestEntries) {
   // Evicted entries have no durations left.
   EXPECT_TRUE(pair.traces[0]->DurationsSince(0, 16).empty());
   EXPECT_EQ(pair.traces[0]->DurationsSince(3, 2).size(), 2u);
+}
+
+// A world of one whose operations are done at once; with a side channel when given one (owned).
+class OneRank : public Collective {
+ public:
+  struct Done : Work {
+    absl::Status Wait() override { return absl::OkStatus(); }
+    bool IsDone() const override { return true; }
+    absl::Duration Duration() const override { return absl::ZeroDuration(); }
+  };
+  struct Mark : ComputeMark {};
+  explicit OneRank(std::unique_ptr<OneRank> side = nullptr) : side_(std::move(side)) {}
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  std::string backend_name() const override { return "one"; }
+  MemoryKind memory_kind() const override { return MemoryKind::kDevice; }
+  std::shared_ptr<Work> AllReduce(TensorView, ReduceOp, const CollectiveOptions&) override {
+    return std::make_shared<Done>();
+  }
+  std::shared_ptr<Work> Broadcast(TensorView, int, const CollectiveOptions&) override {
+    return std::make_shared<Done>();
+  }
+  std::shared_ptr<Work> AllGather(TensorView, TensorView, const CollectiveOptions&) override {
+    return std::make_shared<Done>();
+  }
+  std::shared_ptr<Work> ReduceScatter(TensorView, TensorView, ReduceOp,
+                                      const CollectiveOptions&) override {
+    return std::make_shared<Done>();
+  }
+  std::shared_ptr<Work> Barrier(const CollectiveOptions&) override {
+    return std::make_shared<Done>();
+  }
+  absl::StatusOr<std::shared_ptr<const ComputeMark>> MarkCompute() override { return mark; }
+  Collective* side_channel() override { return side_.get(); }
+  void Abort(const absl::Status&) override {}
+  absl::Status Close(absl::Duration) override { return absl::OkStatus(); }
+
+  const std::shared_ptr<const ComputeMark> mark = std::make_shared<Mark>();
+
+ private:
+  std::unique_ptr<OneRank> side_;
+};
+
+// The backend's side channel is traced into the same ring, in issue order; marks come from
+// the backend.
+TEST(TracedCollectiveTest, TheSideChannelIsTracedIntoTheSameRing) {
+  auto side = std::make_unique<OneRank>();
+  OneRank* backend_side = side.get();
+  auto backend = std::make_unique<OneRank>(std::move(side));
+  const std::shared_ptr<const ComputeMark> mark = backend->mark;
+  CollectiveTrace trace;
+  TracedCollective traced(std::move(backend), &trace);
+  Collective* traced_side = traced.side_channel();
+  ASSERT_NE(traced_side, nullptr);
+  EXPECT_NE(traced_side, backend_side) << "wrapped, so its operations are traced";
+  EXPECT_EQ(*traced.MarkCompute(), mark);
+  float x[2] = {};
+  ASSERT_TRUE(traced.ReduceScatter({x, 2}, {x, 2}, ReduceOp::kAvg, {})->Wait().ok());
+  CollectiveOptions gather;
+  gather.bucket = 7;
+  ASSERT_TRUE(traced_side->AllGather({x, 1}, {x, 1}, gather)->Wait().ok());
+  const std::vector<TraceRecord> snap = trace.Snapshot();
+  ASSERT_EQ(snap.size(), 2u);
+  EXPECT_EQ(snap[0].kind, CollectiveKind::kReduceScatter);
+  EXPECT_EQ(snap[1].kind, CollectiveKind::kAllGather);
+  EXPECT_EQ(snap[1].sequence, 1u);
+  EXPECT_EQ(snap[1].bucket, 7);
+  EXPECT_EQ(traced_side->side_channel(), nullptr);
+
+  TracedCollective plain(std::make_unique<OneRank>(), &trace);
+  EXPECT_EQ(plain.side_channel(), nullptr);
 }
 
 }  // namespace

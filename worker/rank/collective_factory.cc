@@ -77,6 +77,8 @@ CollectiveFactory MakeCollectiveFactory(CoordinatorClient* client, const GlooOpt
       nccl.init_timeout = gloo.rendezvous_timeout;
       nccl.collective_timeout = collective_timeout;
       nccl.warm_up = WarmUpOperationsFor(a.spec(), world_size);
+      // fsdp gathers its parameters beside the reduce-scatters, not behind them.
+      nccl.side_channel = TraitsOf(StrategyOf(a.spec())).shards_parameters;
       if (progress) {
         progress(RendezvousStage::kExchangingAddresses, "creating the NCCL communicator");
       }

@@ -55,7 +55,8 @@ class CpuModelRunner : public ModelRunner {
     BackwardOptions gathered = opts;
     gathered.params_for = Provider();
     absl::StatusOr<double> loss = model_->ForwardBackward(x, y, batch, gathered);
-    shard_->Release();
+    const absl::Status released = shard_->Release();  // the pass's gathers, waited for
+    if (loss.ok() && !released.ok()) return released;
     return loss;
   }
 
@@ -147,7 +148,8 @@ class CpuModelRunner : public ModelRunner {
     // One chunk: one gather per layer, the same on every rank whatever its share's size.
     absl::StatusOr<Mlp::EvalResult> result =
         model_->Evaluate(test, std::max<size_t>(test.size, 1), Provider());
-    shard_->Release();
+    const absl::Status released = shard_->Release();
+    if (result.ok() && !released.ok()) return released;
     return result;
   }
   absl::StatusOr<CheckpointData> CaptureState(uint64_t step, uint64_t epoch,

@@ -6,7 +6,7 @@
 // same Zero2Reducer) and steps the same owned elements with the same element-wise SGD code. The
 // only difference is where the parameters live: a zero2 rank all-gathers every owner's updated
 // elements after the step and computes with its full copy; an fsdp rank keeps its shard and
-// gathers each layer's buckets right before the layer runs. Both gathers copy bytes, so an
+// gathers each layer's buckets while the layer before it runs. Both gathers copy bytes, so an
 // fsdp rank computes with exactly the values a zero2 rank holds:
 //   - fsdp == zero2 bit for bit, on every backend and world size (asserted at 4 gloo ranks,
 //     the one case where zero2 itself is not bit-identical to ddp);
@@ -56,8 +56,9 @@ void ExpectFsdpMatchesDdp(uint32_t world, Backend backend, bool against_zero2) {
 
   const bool exact = backend == Backend::kShm || world == 2;
   const double loss_diff = CompareSteps(
-      ddp, fsdp, world, exact, 8,
-      "three reduce-scatters, the stats all-reduce and four layer gathers");
+      ddp, fsdp, world, exact, 7,
+      "three reduce-scatters, the stats all-reduce and three layer gathers (fc2 stays held "
+      "from the forward into the backward)");
   const double final_diff =
       CompareTensors(ddp.final_checkpoint, fsdp.final_checkpoint, exact, "final.ckpt");
   const double periodic_diff = CompareTensors(ddp.periodic_checkpoint, fsdp.periodic_checkpoint,
@@ -114,10 +115,10 @@ TEST(FsdpEquivalenceTest, FourSharedMemoryRanksMatchDdpBitForBit) {
 
 // Gradient accumulation, find_unused_parameters and bf16 communication
 // (sharded_equivalence_test_util.h): per
-// micro-batch three reduce-scatters and four layer gathers.
+// micro-batch three reduce-scatters and three layer gathers.
 TEST(FsdpEquivalenceTest, AccumulationUnusedParametersAndBf16CommunicationMatchDdp) {
   Watchdog watchdog(absl::Seconds(240), "fsdp accumulation, unused parameters, bf16");
-  equivalence::ExpectReductionSettingsMatchDdp("fsdp", 2 * (3 + 4) + 1, 3 + 4 + 1);
+  equivalence::ExpectReductionSettingsMatchDdp("fsdp", 2 * (3 + 3) + 1, 3 + 3 + 1);
 }
 
 // Model buffers (model.with_buffers: the input mean and the bool input mask of fc1) stay whole
@@ -137,8 +138,8 @@ TEST(FsdpEquivalenceTest, ModelBuffersStayWholeAndFollowDdp) {
   const TrainingRun ddp = Train(ddp_spec, Backend::kGloo);
   const TrainingRun fsdp = Train(fsdp_spec, Backend::kGloo);
   if (::testing::Test::HasFailure()) return;
-  CompareSteps(ddp, fsdp, 2, /*exact=*/true, 8,
-               "three reduce-scatters, the stats all-reduce and four layer gathers (the buffer "
+  CompareSteps(ddp, fsdp, 2, /*exact=*/true, 7,
+               "three reduce-scatters, the stats all-reduce and three layer gathers (the buffer "
                "broadcast is in the ledger, not in the step's count, as under ddp)");
   for (const auto& [theirs, mine] :
        {std::make_pair(&ddp.final_checkpoint, &fsdp.final_checkpoint),
@@ -169,8 +170,8 @@ TEST(FsdpEquivalenceTest, FrozenParametersStayPutAndFollowDdp) {
   const TrainingRun ddp = Train(ddp_spec, Backend::kGloo);
   const TrainingRun fsdp = Train(fsdp_spec, Backend::kGloo);
   if (::testing::Test::HasFailure()) return;
-  CompareSteps(ddp, fsdp, 2, /*exact=*/true, 8,
-               "three reduce-scatters, the stats all-reduce and four layer gathers");
+  CompareSteps(ddp, fsdp, 2, /*exact=*/true, 7,
+               "three reduce-scatters, the stats all-reduce and three layer gathers");
   ASSERT_EQ(fsdp.final_checkpoint.tensors.size(), ddp.final_checkpoint.tensors.size());
   for (size_t t = 0; t < ddp.final_checkpoint.tensors.size(); ++t) {
     const CheckpointTensor& a = ddp.final_checkpoint.tensors[t];
@@ -240,9 +241,11 @@ TEST(FsdpLoopTest, StartsFromLoadedWeightsLikeDdp) {
 }
 
 // The point of fsdp: the parameters a rank holds shrink with the world size, down to its shard
-// and one layer's staging. For a model whose layers are small next to it (16-64x10-4, one
-// layer per bucket), measured after the first step: fsdp's parameters are below ddp's at 2
-// ranks and at most 40% of them at 4, and its total is below zero2's.
+// and two layers' staging (the layer computing and the next one, gathered meanwhile:
+// plan/fsdp_plan.h). For a model whose layers are small next to it (16-64x10-4, one layer per
+// bucket), measured after the first step: fsdp's parameters are below ddp's at 2 ranks and at
+// most half of them at 4 (a quarter of the model in the shard, padding included, and two
+// 64x64 layers of staging, 22% of it), and its total is below zero2's.
 TEST(FsdpMemoryTest, ParametersShrinkWithTheWorldSize) {
   Watchdog watchdog(absl::Seconds(120), "fsdp memory");
   for (uint32_t world : {2u, 4u}) {
@@ -275,7 +278,7 @@ TEST(FsdpMemoryTest, ParametersShrinkWithTheWorldSize) {
               << static_cast<double>(total[2]) / total[0] << " of ddp's\n";
     EXPECT_LT(params[2], params[0]);
     if (world == 4) {
-      EXPECT_LE(params[2], 0.40 * params[0]);
+      EXPECT_LE(params[2], 0.50 * params[0]);
     }
     EXPECT_LT(total[2], total[1]);
   }

@@ -96,7 +96,8 @@ class ModelRunner {
   // strategy fsdp: from now on the runner's parameters live in `params` (not owned; outlives
   // the runner's use): this rank's owned elements are copied there and the model's own
   // parameters are freed. ForwardBackward and Evaluate then gather each layer through it
-  // (releasing the staging after each pass; Evaluate runs the whole test shard as one chunk, so
+  // (one layer ahead; after each pass the gathers are waited for and the staging released, a
+  // failed gather failing the call; Evaluate runs the whole test shard as one chunk, so
   // every rank gathers alike), OptimizerStepOwned steps params->owned_parameter(i), and
   // parameter_ptrs() are null until GatherFullParameters. Call after ShardOptimizerState.
   // `params` must use this runner's memory(). Errors: UNIMPLEMENTED on a runner without fsdp;

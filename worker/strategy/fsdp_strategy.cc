@@ -24,6 +24,8 @@ absl::Status FsdpStrategy::ShardParameters() {
   options.timeout = c_.timeout;
   options.ledger = reducer_->ledger();
   options.memory = runner_->memory();
+  // NCCL: the gathers on their own communicator, beside the reduce-scatters (null: comm_).
+  options.gather_channel = comm_->side_channel();
   ASSIGN_OR_RETURN(parameters_shard_, FsdpParameters::Create(comm_, runner_->parameters(),
                                                              fsdp_plan_, options));
   const absl::Status sharded = runner_->ShardParameters(parameters_shard_.get());

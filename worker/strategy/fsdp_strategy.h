@@ -1,8 +1,9 @@
 // strategy fsdp (ZeRO-3): zero2's gradients and optimizer, and the parameters sharded alike
 // (plan/fsdp_plan.h): the runner holds only its shard (ModelRunner::ShardParameters) and gathers
-// each layer's buckets just before use, forward and backward, releasing them after
-// (worker/sync/fsdp_parameters.h). Nothing is gathered after the step; checkpoints and the drift
-// check gather what they need.
+// each layer's buckets one layer ahead of use, forward and backward, releasing them after
+// (worker/sync/fsdp_parameters.h), on the collective's side channel when it has one (NCCL: a
+// second communicator, so the gathers never queue behind the reduce-scatters). Nothing is
+// gathered after the step; checkpoints and the drift check gather what they need.
 #ifndef RINGLEADER_WORKER_STRATEGY_FSDP_STRATEGY_H_
 #define RINGLEADER_WORKER_STRATEGY_FSDP_STRATEGY_H_
 

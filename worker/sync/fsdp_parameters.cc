@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,15 @@ absl::StatusOr<std::unique_ptr<FsdpParameters>> FsdpParameters::Create(
         shards.counts.size(), " parameters, the call has ", comm->world_size(), " ranks and ",
         params.size(), " parameters (or other counts)"));
   }
+  const Collective* channel = opts.gather_channel;
+  if (channel != nullptr &&
+      (channel->rank() != comm->rank() || channel->world_size() != comm->world_size() ||
+       channel->memory_kind() != comm->memory_kind())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fsdp parameters: the gather channel is rank ", channel->rank(), " of ",
+        channel->world_size(), ", the collective rank ", comm->rank(), " of ",
+        comm->world_size(), " (or another memory kind): pass comm->side_channel()"));
+  }
   RETURN_IF_ERROR(CheckMemoryMatches(*comm, opts.memory, "fsdp parameters"));
   TensorMemory* memory = opts.memory != nullptr ? opts.memory : HostMemory();
   std::unique_ptr<FsdpParameters> made(
@@ -35,17 +45,26 @@ absl::StatusOr<std::unique_ptr<FsdpParameters>> FsdpParameters::Create(
   if (made->shard_.size() > 0) {
     RETURN_IF_ERROR(memory->Zero(made->shard_.data(), made->shard_.bytes()));
   }
+  // Every gather writes all N x s_b floats of its place before anyone reads them: not zeroed.
+  ASSIGN_OR_RETURN(made->staging_,
+                   TensorBuffer<float>::Allocate(memory, made->plan_.staging_elements));
   return made;
 }
 
 FsdpParameters::FsdpParameters(Collective* comm, std::vector<ParameterInfo> params, FsdpPlan plan,
                                FsdpParametersOptions opts, TensorMemory* memory)
     : comm_(comm),
+      gather_comm_(opts.gather_channel != nullptr ? opts.gather_channel : comm),
       params_(std::move(params)),
       plan_(std::move(plan)),
       opts_(opts),
       memory_(memory),
       rank_(static_cast<size_t>(comm->rank())) {}
+
+FsdpParameters::~FsdpParameters() {
+  // The buffers are freed after this body: no gather may still be writing them.
+  for (const Issued& g : issued_) g.gather->Wait().IgnoreError();  // reported by Release
+}
 
 absl::Status FsdpParameters::LoadOwned(const std::vector<const float*>& full) {
   if (full.size() != params_.size()) {
@@ -65,6 +84,7 @@ absl::Status FsdpParameters::LoadOwned(const std::vector<const float*>& full) {
     RETURN_IF_ERROR(memory_->Copy(owned_parameter(i), full[i] + owned.begin,
                                   owned.size() * sizeof(float)));
   }
+  ready_ = nullptr;  // the shard changed: the next gather waits for these copies
   return absl::OkStatus();
 }
 
@@ -73,24 +93,31 @@ float* FsdpParameters::owned_parameter(size_t i) {
   return shard_.data() + plan_.zero2.ShardPosition(rank_, i);
 }
 
-size_t FsdpParameters::StagingHeld() const {
-  size_t held = 0;
-  for (const auto& [b, buffer] : held_) held += buffer.size();
+std::vector<size_t> FsdpParameters::held_buckets() const {
+  std::vector<size_t> held;
+  for (const auto& [b, h] : held_) held.push_back(b);
   return held;
 }
 
-size_t FsdpParameters::parameter_bytes() const {
-  return sizeof(float) * (plan_.shard_elements() + staging_peak_);
+void FsdpParameters::NoteHeld() {
+  size_t held = 0;
+  for (const auto& [b, h] : held_) held += plan_.gathered_elements(b);
+  staging_peak_ = std::max(staging_peak_, held);
 }
 
-absl::Status FsdpParameters::Gather(size_t b, int layer) {
+size_t FsdpParameters::parameter_bytes() const {
+  return sizeof(float) * (plan_.shard_elements() + plan_.staging_elements);
+}
+
+absl::Status FsdpParameters::GatherError(const absl::Status& s, size_t b, int layer) const {
+  return WithPrefix(s, absl::StrCat("fsdp parameter gather of bucket ", b,
+                                    layer >= 0 ? absl::StrCat(" (layer ", layer, ")") : "",
+                                    ": "));
+}
+
+void FsdpParameters::Gather(size_t b, int layer, std::shared_ptr<const ComputeMark> after) {
   const Zero2Plan& z = plan_.zero2;
   const size_t s = z.slice[b];
-  // The all-gather writes every one of the N x s_b floats: nothing to zero.
-  ASSIGN_OR_RETURN(TensorBuffer<float> staging,
-                   TensorBuffer<float>::Allocate(memory_, s * z.world_size));
-  TensorBuffer<float>& out = held_[b] = std::move(staging);
-  staging_peak_ = std::max(staging_peak_, StagingHeld());
   if (opts_.ledger != nullptr) {
     opts_.ledger->Record(CollectiveKind::kAllGather, static_cast<int32_t>(b), s,
                          DataType::kFloat32);
@@ -98,23 +125,46 @@ absl::Status FsdpParameters::Gather(size_t b, int layer) {
   CollectiveOptions options;
   options.timeout = opts_.timeout;
   options.bucket = static_cast<int>(b);
+  options.after = std::move(after);
   ++gathers_;
-  const absl::Status done =
-      comm_
-          ->AllGather(TensorView{shard_.data() + z.shard_offset[b], s, DataType::kFloat32},
-                      TensorView{out.data(), out.size(), DataType::kFloat32}, options)
-          ->Wait();
-  if (done.ok()) return done;
-  held_.erase(b);
-  return WithPrefix(done, absl::StrCat("fsdp parameter gather of bucket ", b,
-                                       layer >= 0 ? absl::StrCat(" (layer ", layer, ")") : "",
-                                       ": "));
+  std::shared_ptr<Work> work = gather_comm_->AllGather(
+      TensorView{shard_.data() + z.shard_offset[b], s, DataType::kFloat32},
+      TensorView{staging_.data() + plan_.staging_offset[b], plan_.gathered_elements(b),
+                 DataType::kFloat32},
+      options);
+  held_[b] = Held{work, false, static_cast<size_t>(std::max(layer, 0))};
+  issued_.push_back(Issued{std::move(work), b, layer});
+  NoteHeld();
+}
+
+absl::Status FsdpParameters::Drop(size_t b) {
+  auto it = held_.find(b);
+  if (it == held_.end()) return absl::OkStatus();
+  absl::Status s;
+  if (!it->second.ordered) {
+    s = it->second.gather->OrderCompute();
+    if (!s.ok()) s = GatherError(s, b, static_cast<int>(it->second.layer));
+  }
+  held_.erase(it);
+  freed_since_mark_ = true;
+  return s;
+}
+
+absl::StatusOr<std::shared_ptr<const ComputeMark>> FsdpParameters::ReadyMark() {
+  if (ready_ == nullptr || freed_since_mark_) {
+    absl::StatusOr<std::shared_ptr<const ComputeMark>> mark = gather_comm_->MarkCompute();
+    if (!mark.ok()) return WithPrefix(mark.status(), "fsdp parameters: marking the compute: ");
+    ready_ = *std::move(mark);
+    freed_since_mark_ = false;
+  }
+  return ready_;
 }
 
 const float* FsdpParameters::InBucket(size_t i) const {
   const BucketLayout& layout = plan_.zero2.layout;
   const size_t b = layout.param_bucket[i];
-  return held_.at(b).data() + (layout.param_offset[i] - layout.buckets[b].offset);
+  return staging_.data() + plan_.staging_offset[b] +
+         (layout.param_offset[i] - layout.buckets[b].offset);
 }
 
 absl::StatusOr<LayerParameters> FsdpParameters::Acquire(size_t k) {
@@ -124,28 +174,85 @@ absl::StatusOr<LayerParameters> FsdpParameters::Acquire(size_t k) {
         plan_.layer_params.size(), " layers)"));
   }
   const std::vector<size_t>& needed = plan_.layer_buckets[k];
-  for (auto it = held_.begin(); it != held_.end();) {
-    if (std::find(needed.begin(), needed.end(), it->first) == needed.end()) {
-      it = held_.erase(it);
-    } else {
-      ++it;
+  // The plan's request, or (off the pass) layer k's buckets alone.
+  std::vector<size_t> release;
+  std::vector<size_t> gather;
+  if (!off_schedule_ && next_request_ < plan_.pass.size() &&
+      plan_.pass[next_request_].layer == k) {
+    release = plan_.pass[next_request_].release;
+    gather = plan_.pass[next_request_].gather;
+    ++next_request_;
+  } else {
+    off_schedule_ = true;
+    for (const auto& [b, h] : held_) {
+      if (std::find(needed.begin(), needed.end(), b) == needed.end()) release.push_back(b);
+    }
+    for (size_t b : needed) {
+      if (held_.count(b) == 0) gather.push_back(b);
     }
   }
+  absl::Status dropped;
+  for (size_t b : release) {
+    const absl::Status s = Drop(b);
+    if (dropped.ok()) dropped = s;
+  }
+  RETURN_IF_ERROR(dropped);
+  if (!gather.empty()) {
+    ASSIGN_OR_RETURN(std::shared_ptr<const ComputeMark> after, ReadyMark());
+    for (size_t b : gather) {
+      const bool mine = std::find(needed.begin(), needed.end(), b) != needed.end();
+      // A prefetched bucket is tagged with the next layer for messages: the first of the
+      // pass's later requests that needs it.
+      size_t layer = k;
+      if (!mine) {
+        for (size_t j = next_request_; j < plan_.pass.size(); ++j) {
+          const std::vector<size_t>& uses = plan_.layer_buckets[plan_.pass[j].layer];
+          if (std::find(uses.begin(), uses.end(), b) != uses.end()) {
+            layer = plan_.pass[j].layer;
+            break;
+          }
+        }
+      }
+      Gather(b, static_cast<int>(layer), after);
+    }
+  }
+  // Layer k's compute, issued by the caller after this returns, waits for its gathers.
   for (size_t b : needed) {
-    if (held_.count(b) == 0) RETURN_IF_ERROR(Gather(b, static_cast<int>(k)));
+    Held& h = held_.at(b);
+    if (h.ordered) continue;
+    const absl::Status s = h.gather->OrderCompute();
+    if (!s.ok()) return GatherError(s, b, static_cast<int>(h.layer));
+    h.ordered = true;
   }
   return LayerParameters{InBucket(plan_.layer_params[k][0]), InBucket(plan_.layer_params[k][1])};
 }
 
-void FsdpParameters::Release() { held_.clear(); }
+absl::Status FsdpParameters::Release() {
+  absl::Status first;
+  for (const Issued& g : issued_) {
+    const absl::Status s = g.gather->Wait();
+    if (!s.ok() && first.ok()) first = GatherError(s, g.bucket, g.layer);
+  }
+  issued_.clear();
+  held_.clear();
+  ready_ = nullptr;  // the next pass may come after an optimizer step: it takes a new mark
+  freed_since_mark_ = false;
+  next_request_ = 0;
+  off_schedule_ = false;
+  return first;
+}
 
 absl::Status FsdpParameters::ForEachGatheredBucket(
     const std::function<absl::Status(size_t b)>& fn) {
-  Release();
+  RETURN_IF_ERROR(Release());
   for (size_t b = 0; b < plan_.zero2.layout.buckets.size(); ++b) {
-    RETURN_IF_ERROR(Gather(b, -1));
+    // After everything the caller issued (null mark): rare, and the caller may just have
+    // written the shard.
+    Gather(b, -1, nullptr);
+    RETURN_IF_ERROR(Release());  // waits for the gather
+    held_[b] = Held{nullptr, true, 0};  // its staging, valid until the next Release
     const absl::Status s = fn(b);
-    Release();
+    held_.clear();
     RETURN_IF_ERROR(s);
   }
   return absl::OkStatus();

@@ -127,7 +127,8 @@ absl::Status Steps(Collective* comm, size_t rank, const FsdpPlan& plan, TensorMe
     run->acquired.push_back(ToHost(memory, layer->weight, Params()[2 * k].count, &s));
     run->acquired.push_back(ToHost(memory, layer->bias, Params()[2 * k + 1].count, &s));
   }
-  params.Release();
+  const absl::Status released = params.Release();
+  if (!released.ok()) return released;
   if (!s.ok()) return s;
   absl::StatusOr<Vectors> all = params.GatherAll();
   if (!all.ok()) return all.status();

@@ -21,11 +21,13 @@ class ParameterShard {
   // Copies this rank's owned elements of the full parameters (one pointer per parameter, in the
   // shard's memory) into the shard. No collective.
   virtual absl::Status LoadOwned(const std::vector<const float*>& full) = 0;
-  // Layer k's weight and bias, gathered; valid until the next Acquire or Release. A
-  // ParameterProvider for the Mlp.
+  // Layer k's weight and bias, gathered (ready for the compute the caller issues next, which
+  // on a GPU runs after the gather without the host waiting for it); valid until the next
+  // Acquire or Release. A ParameterProvider for the Mlp.
   virtual absl::StatusOr<LayerParameters> Acquire(size_t k) = 0;
-  // Frees every gathered layer (end of a pass). No collective.
-  virtual void Release() = 0;
+  // Ends a pass: waits for the pass's gathers, then frees every gathered layer. No new
+  // collective. Errors: a failed gather's (the layers are freed anyway).
+  virtual absl::Status Release() = 0;
   // Parameter i's owned elements in the shard's memory, writable (what the optimizer steps);
   // null when this rank owns none.
   virtual float* owned_parameter(size_t i) = 0;

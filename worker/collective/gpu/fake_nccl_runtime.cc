@@ -99,6 +99,18 @@ int FakeNcclRuntime::init_calls() const {
   absl::MutexLock lock(&mu_);
   return init_calls_;
 }
+int FakeNcclRuntime::split_calls() const {
+  absl::MutexLock lock(&mu_);
+  return split_calls_;
+}
+int FakeNcclRuntime::last_split_blocking() const {
+  absl::MutexLock lock(&mu_);
+  return last_split_blocking_;
+}
+int FakeNcclRuntime::last_split_key() const {
+  absl::MutexLock lock(&mu_);
+  return last_split_key_;
+}
 int FakeNcclRuntime::last_init_blocking() const {
   absl::MutexLock lock(&mu_);
   return last_init_blocking_;
@@ -164,6 +176,19 @@ ncclResult_t FakeNcclRuntime::CommInitRankConfig(ncclComm_t* comm, int nranks, n
   last_init_nranks_ = nranks;
   last_init_id_.assign(id.internal, sizeof(id.internal));
   *comm = reinterpret_cast<ncclComm_t>(static_cast<uintptr_t>(0xC0));
+  state_ = init_async_result_;
+  polls_left_ = init_polls_;
+  return init_call_result_;
+}
+
+ncclResult_t FakeNcclRuntime::CommSplit(ncclComm_t, int color, int key, ncclComm_t* newcomm,
+                                        ncclConfig_t* config) {
+  absl::MutexLock lock(&mu_);
+  calls_.push_back(absl::StrCat("CommSplit(color ", color, ", key ", key, ")"));
+  ++split_calls_;
+  last_split_blocking_ = config->blocking;
+  last_split_key_ = key;
+  *newcomm = reinterpret_cast<ncclComm_t>(static_cast<uintptr_t>(0xC1));
   state_ = init_async_result_;
   polls_left_ = init_polls_;
   return init_call_result_;

@@ -6,6 +6,8 @@
 //   each collective call returns op_result (default ncclInProgress, like a non-blocking
 //   communicator) and the state is IN PROGRESS for enqueue_polls polls, then ncclSuccess
 //   SetAsyncError(e): from then on CommGetAsyncError reports e
+//   CommSplit returns a second communicator handle and plays init again (init_call_result,
+//   init_polls, init_async_result) on the one state both handles share
 //   CommFinalize returns finalize_result (default ncclInProgress) and the state is IN PROGRESS
 //   for finalize_polls polls (default 1), then ncclSuccess; CommDestroy succeeds
 //
@@ -77,6 +79,9 @@ class FakeNcclRuntime : public NcclRuntime {
   // Forgets the calls and ops recorded so far (e.g. the ones CreateNcclCollective made).
   void ClearObservations();
   int init_calls() const;
+  int split_calls() const;
+  int last_split_blocking() const;  // config->blocking of the last split
+  int last_split_key() const;
   int last_init_blocking() const;  // config->blocking of the last init
   int last_init_rank() const;
   int last_init_nranks() const;
@@ -96,6 +101,8 @@ class FakeNcclRuntime : public NcclRuntime {
   ncclResult_t GetUniqueId(ncclUniqueId* id) override;
   ncclResult_t CommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
                                   ncclConfig_t* config) override;
+  ncclResult_t CommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                         ncclConfig_t* config) override;
   ncclResult_t CommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) override;
   ncclResult_t CommAbort(ncclComm_t comm) override;
   ncclResult_t CommFinalize(ncclComm_t comm) override;
@@ -150,6 +157,9 @@ class FakeNcclRuntime : public NcclRuntime {
   int finalize_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int destroy_calls_ ABSL_GUARDED_BY(mu_) = 0;
   int init_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  int split_calls_ ABSL_GUARDED_BY(mu_) = 0;
+  int last_split_blocking_ ABSL_GUARDED_BY(mu_) = -1;
+  int last_split_key_ ABSL_GUARDED_BY(mu_) = -1;
   int last_init_blocking_ ABSL_GUARDED_BY(mu_) = -1;
   int last_init_rank_ ABSL_GUARDED_BY(mu_) = -1;
   int last_init_nranks_ ABSL_GUARDED_BY(mu_) = -1;

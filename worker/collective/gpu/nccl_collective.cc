@@ -47,6 +47,25 @@ absl::StatusOr<ncclRedOp_t> ToNcclOp(ReduceOp op, DataType t) {
   return absl::InvalidArgumentError("unknown reduce op");
 }
 
+// Polls a non-blocking communicator's init (or split) until it is ready, failed, or `deadline`
+// passes (below).
+absl::Status WaitForInit(NcclRuntime& runtime, ncclComm_t comm, absl::Time deadline,
+                         const Poller& poller, absl::Duration init_timeout);
+
+// A CUDA event recorded on the compute stream (NcclCollective::MarkCompute); back to its pool
+// when the last operation that waits for it has been issued and the caller lets it go.
+class NcclComputeMark : public ComputeMark {
+ public:
+  NcclComputeMark(std::shared_ptr<EventPool> events, cudaEvent_t event)
+      : events_(std::move(events)), event_(event) {}
+  ~NcclComputeMark() override { events_->Release(event_); }
+  cudaEvent_t event() const { return event_; }
+
+ private:
+  const std::shared_ptr<EventPool> events_;
+  const cudaEvent_t event_;
+};
+
 absl::Status CheckView(const TensorView& v, const char* name) {
   if (v.data == nullptr && v.count > 0) {
     return absl::InvalidArgumentError(
@@ -100,6 +119,20 @@ class NcclCollective : public Collective {
                                       const CollectiveOptions& opts) override {
     return LabeledReduceScatter(in, out, op, opts, "");
   }
+
+  absl::StatusOr<std::shared_ptr<const ComputeMark>> MarkCompute() override {
+    RETURN_IF_ERROR(state_->dead_status());
+    RL_CUDA_RETURN_IF_ERROR(runtime_->SetDevice(device_));
+    ASSIGN_OR_RETURN(cudaEvent_t event, events_->Acquire());
+    const cudaError_t recorded = runtime_->EventRecord(event, compute_stream_);
+    if (recorded != cudaSuccess) {
+      events_->Release(event);
+      return CudaStatus(recorded, "cudaEventRecord(mark, compute_stream)", __FILE__, __LINE__);
+    }
+    return std::shared_ptr<const ComputeMark>(std::make_shared<NcclComputeMark>(events_, event));
+  }
+
+  Collective* side_channel() override { return side_.get(); }
 
   std::shared_ptr<Work> Barrier(const CollectiveOptions& opts) override {
     // NCCL has no barrier: an all-reduce of one float every rank must join.
@@ -181,11 +214,18 @@ class NcclCollective : public Collective {
                  });
   }
 
-
  public:
   // Barrier (every rank closes), then ncclCommFinalize (polled to completion) and
   // ncclCommDestroy; the communicator is aborted instead if any of them fails.
   absl::Status Close(absl::Duration timeout) override {
+    if (side_ != nullptr) {
+      // The side channel first (each rank closes both, in this order); a failure aborts both.
+      const absl::Status side = side_->Close(timeout);
+      if (!side.ok()) {
+        return state_->Fail(WithContext(
+            side, absl::StrCat("rank ", rank_, ": closing the side channel: ")));
+      }
+    }
     const absl::Time deadline = poller_.clock->Now() + timeout;
     CollectiveOptions opts;
     opts.timeout = timeout;
@@ -280,6 +320,83 @@ class NcclCollective : public Collective {
     return s;
   }
 
+  // The side channel (Collective::side_channel): ncclCommSplit of this communicator (every
+  // rank, color 0, key = rank: the same ranks in the same order), non-blocking, polled within
+  // `deadline`, on its own stream, warmed up with `options.warm_up`'s all-gathers. This state
+  // then fails it whenever it fails (CommState::set_dependent). Every rank calls it at the same
+  // point (ncclCommSplit is collective on this communicator).
+  absl::Status SplitSideChannel(const NcclOptions& options, absl::Time deadline) {
+    RL_CUDA_RETURN_IF_ERROR(runtime_->SetDevice(device_));
+    // On a non-blocking communicator the split runs as a job of this one, which reads the
+    // config and sets the new handle only when it completes: both are members, alive as long
+    // as this communicator (an abort ends the job first).
+    split_config_ = NCCL_CONFIG_INITIALIZER;
+    split_config_.blocking = 0;
+    split_comm_ = nullptr;
+    absl::Status split = state_->Call(
+        [&](ncclComm_t comm) {
+          return runtime_->CommSplit(comm, 0, rank_, &split_comm_, &split_config_);
+        },
+        "ncclCommSplit(comm, 0, rank, &side, &config)");
+    ncclComm_t side = nullptr;
+    if (split.ok()) split = AwaitSplit(deadline, options.init_timeout, &side);
+    if (split.ok()) split = WaitForInit(*runtime_, side, deadline, poller_, options.init_timeout);
+    if (!split.ok()) {
+      if (side != nullptr) runtime_->CommAbort(side);
+      return state_->Fail(WithContext(split, "creating the side channel: "));
+    }
+    cudaStream_t side_stream = nullptr;
+    void* side_barrier = nullptr;
+    absl::Status setup = CudaStatus(runtime_->StreamCreate(&side_stream),
+                                    "cudaStreamCreate(&side_stream)", __FILE__, __LINE__);
+    if (!setup.ok()) side_stream = nullptr;
+    auto side_state = std::make_shared<CommState>(runtime_, side, rank_, device_, side_stream,
+                                                  poller_, options.collective_timeout);
+    if (setup.ok()) {
+      setup = CudaStatus(runtime_->Malloc(&side_barrier, sizeof(float)),
+                         "cudaMalloc(&side_barrier, 4)", __FILE__, __LINE__);
+    }
+    if (setup.ok()) {
+      setup = CudaStatus(runtime_->MemsetAsync(side_barrier, 0, sizeof(float), side_stream),
+                         "cudaMemsetAsync(side_barrier, 0, 4, side_stream)", __FILE__, __LINE__);
+    }
+    // From here on the side channel owns its communicator, stream and buffer.
+    side_ = std::make_unique<NcclCollective>(rank_, world_size_, device_, options, runtime_,
+                                             side_state, side_stream, side_barrier, poller_);
+    state_->set_dependent(side_state);
+    if (setup.ok()) {
+      std::vector<WarmUpOperation> gathers;
+      for (const WarmUpOperation& op : options.warm_up) {
+        if (op.kind == CollectiveKind::kAllGather) gathers.push_back(op);
+      }
+      setup = side_->WarmUp(gathers, deadline, options.poll_interval);
+    }
+    if (!setup.ok()) {
+      return state_->Fail(WithContext(setup, "creating the side channel: "));
+    }
+    return absl::OkStatus();
+  }
+
+  // Polls this communicator until the split job is over (no job in progress) and has set the new
+  // handle (*side), this communicator fails, or `deadline` passes.
+  absl::Status AwaitSplit(absl::Time deadline, absl::Duration budget, ncclComm_t* side) {
+    Backoff backoff(poller_);
+    while (true) {
+      bool in_progress = false;
+      RETURN_IF_ERROR(state_->PollAsyncError(&in_progress));
+      // Written by NCCL's job thread.
+      *side = __atomic_load_n(&split_comm_, __ATOMIC_ACQUIRE);
+      if (!in_progress && *side != nullptr) return absl::OkStatus();
+      if (poller_.clock->Now() >= deadline) {
+        return WithFailureKind(
+            absl::DeadlineExceededError(absl::StrCat("ncclCommSplit did not finish within ",
+                                                     absl::FormatDuration(budget))),
+            v1::RankFailure::PEER_TIMED_OUT);
+      }
+      backoff.Pause(deadline);
+    }
+  }
+
   void Abort(const absl::Status& reason) override {
     state_
         ->Fail(absl::AbortedError(
@@ -292,12 +409,21 @@ class NcclCollective : public Collective {
     return std::make_shared<DoneWork>(std::move(status));
   }
 
-  // Issues one operation on the communication stream after the compute stream's current work.
-  // `kind` and `v` only describe it for error messages ("all-reduce(sum) #7 of bucket 2
-  // (1024 x fp32)").
+  // Issues one operation on the communication stream after the compute stream's current work,
+  // or after opts.after's mark only. `kind` and `v` only describe it for error messages
+  // ("all-reduce(sum) #7 of bucket 2 (1024 x fp32)").
   std::shared_ptr<Work> Issue(const std::string& kind, const char* nccl_call, const TensorView& v,
                               const CollectiveOptions& opts,
                               const std::function<ncclResult_t(ncclComm_t)>& call) {
+    const NcclComputeMark* after = nullptr;
+    if (opts.after != nullptr) {
+      after = dynamic_cast<const NcclComputeMark*>(opts.after.get());
+      if (after == nullptr) {
+        return Refuse(absl::InvalidArgumentError(
+            "CollectiveOptions::after: a compute mark of another backend (take it from this "
+            "collective's MarkCompute)"));
+      }
+    }
     absl::MutexLock lock(&issue_mu_);  // operations keep issue order
     const std::string what =
         absl::StrCat(kind, " #", next_seq_++,
@@ -309,7 +435,7 @@ class NcclCollective : public Collective {
     absl::Status dead = state_->dead_status();
     if (!dead.ok()) return Refuse(dead);
     const std::string context = absl::StrCat("rank ", rank_, ": ", what, ": ");
-    absl::Status s = IssueOnStreamLocked(nccl_call, start, timeout, call);
+    absl::Status s = IssueOnStreamLocked(nccl_call, start, timeout, call, after);
     if (!s.ok()) return Refuse(state_->Fail(WithContext(s, context)));
     absl::StatusOr<cudaEvent_t> done = events_->Acquire();
     s = done.status();
@@ -320,7 +446,7 @@ class NcclCollective : public Collective {
     }
     if (!s.ok()) return Refuse(state_->Fail(WithContext(s, context)));
     return std::make_shared<NcclWork>(state_, runtime_, events_, *done, what, start, timeout,
-                                      poller_);
+                                      poller_, compute_stream_);
   }
 
   // ncclCommFinalize on a non-blocking communicator: polled until done, failed or `deadline`.
@@ -346,13 +472,19 @@ class NcclCollective : public Collective {
     }
   }
 
-  // Orders the communication stream after the compute stream, enqueues `call` and waits until
-  // NCCL has actually put it on the stream (a non-blocking communicator may return
-  // ncclInProgress first; an event recorded before that would not cover the operation).
+  // Orders the communication stream after the compute stream (after `after`'s mark only, when
+  // given), enqueues `call` and waits until NCCL has actually put it on the stream (a
+  // non-blocking communicator may return ncclInProgress first; an event recorded before that
+  // would not cover the operation).
   absl::Status IssueOnStreamLocked(const char* nccl_call, absl::Time start, absl::Duration timeout,
-                                   const std::function<ncclResult_t(ncclComm_t)>& call)
+                                   const std::function<ncclResult_t(ncclComm_t)>& call,
+                                   const NcclComputeMark* after)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mu_) {
     RL_CUDA_RETURN_IF_ERROR(runtime_->SetDevice(device_));
+    if (after != nullptr) {
+      RL_CUDA_RETURN_IF_ERROR(runtime_->StreamWaitEvent(comm_stream_, after->event()));
+      return EnqueueLocked(nccl_call, start, timeout, call);
+    }
     ASSIGN_OR_RETURN(cudaEvent_t ready, events_->Acquire());
     const cudaError_t recorded = runtime_->EventRecord(ready, compute_stream_);
     const cudaError_t waited =
@@ -361,6 +493,13 @@ class NcclCollective : public Collective {
     events_->Release(ready);
     RL_CUDA_RETURN_IF_ERROR(recorded);
     RL_CUDA_RETURN_IF_ERROR(waited);
+    return EnqueueLocked(nccl_call, start, timeout, call);
+  }
+
+  // Enqueues `call` and polls until NCCL has put it on the stream (or fails, or `timeout`).
+  absl::Status EnqueueLocked(const char* nccl_call, absl::Time start, absl::Duration timeout,
+                             const std::function<ncclResult_t(ncclComm_t)>& call)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(issue_mu_) {
     RETURN_IF_ERROR(state_->Call(call, nccl_call));
     Backoff backoff(poller_);
     while (true) {
@@ -392,6 +531,12 @@ class NcclCollective : public Collective {
 
   absl::Mutex issue_mu_;
   uint64_t next_seq_ ABSL_GUARDED_BY(issue_mu_) = 0;
+  // Set once by SplitSideChannel, before the Collective is handed out; its destruction (after
+  // this one's, which fails its state) frees its stream and buffer.
+  std::unique_ptr<NcclCollective> side_;
+  // What the non-blocking split job reads and writes (SplitSideChannel).
+  ncclConfig_t split_config_ = NCCL_CONFIG_INITIALIZER;
+  ncclComm_t split_comm_ = nullptr;
 };
 
 absl::Status ValidateCreateArgs(const std::shared_ptr<KeyValueStore>& store,
@@ -546,6 +691,13 @@ absl::StatusOr<std::unique_ptr<Collective>> CreateNcclCollective(
       setup = WithMessage(setup, absl::StrCat("connecting to the other ranks: ", setup.message(),
                                               InitFailureHint(*store, key_prefix, rank,
                                                               world_size)));
+    }
+  }
+  if (setup.ok() && options.side_channel) {
+    setup = collective->SplitSideChannel(options, deadline);
+    if (!setup.ok()) {
+      setup = WithMessage(setup, absl::StrCat(setup.message(), InitFailureHint(*store, key_prefix,
+                                                                               rank, world_size)));
     }
   }
   if (setup.ok()) setup = PublishJoined(*store, key_prefix, rank);

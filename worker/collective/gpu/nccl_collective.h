@@ -19,7 +19,11 @@
 //     legacy default stream). Every operation first records an event on the compute stream and
 //     makes the communication stream wait for it, so the operation sees every kernel the caller
 //     issued on the compute stream BEFORE the call (e.g. the backward kernels that wrote a
-//     gradient bucket), without blocking the host.
+//     gradient bucket), without blocking the host. An operation given a mark
+//     (CollectiveOptions::after, from MarkCompute: an event recorded on the compute stream then)
+//     waits for that event instead, and not for the kernels issued after it; Work::OrderCompute
+//     makes the compute stream wait for an operation's completion event, so the kernels the
+//     caller issues next see its result without the host waiting for it.
 //   * Operations run on one dedicated communication stream (non-blocking w.r.t. the legacy
 //     stream), in issue order.
 //   * Work::Wait() returns once the operation finished on the device: after it, any stream and
@@ -60,6 +64,29 @@
 //   (e.g. the reducer's arenas, freed on the compute stream). The drain waits at most
 //   collective_timeout; a stream still busy then (or a device error) is appended to the
 //   failure's message.
+//
+// Side channel (NcclOptions::side_channel; Collective::side_channel): a second communicator,
+// ncclCommSplit of this one (every rank, color 0, key = its rank: the same ranks in the same
+// order), non-blocking, with its own communication stream, split and warmed up (a one-float
+// all-reduce, then warm_up's all-gathers) inside the init deadline, before the rank says it
+// joined. Strategy fsdp gathers its parameters there, so a gather never queues behind the
+// reducer's reduce-scatters: two operations on ONE communicator run one after the other on the
+// device whatever streams they are issued on (NCCL serialises a communicator's kernels; they
+// share its connections), and every rank must issue them in the same order — which a gather
+// issued a layer ahead and a bucket completed by backward would not always keep on every rank.
+// Two communicators each keep their own order (every rank issues each channel's operations in
+// the same order, from one thread), and their kernels run side by side. NCCL asks for care
+// there: kernels of two communicators can deadlock when one waits for a peer whose GPU cannot
+// start the matching kernel until the first ends. Here each NCCL kernel waits on the device only
+// for compute marks issued before it, never for the other channel's kernels, and a GPU of this
+// class keeps the two communicators' few blocks resident beside compute, so neither channel's
+// progress waits for the other's (NCCL_LAUNCH_ORDER_IMPLICIT is left unset: in its serial form it
+// would put every gather behind the reduce-scatter issued before it). The side channel's Works
+// have their own deadlines; failing or aborting this Collective fails the side channel too
+// (CommState::set_dependent: aborted right after this communicator and drained before this
+// one's stream, which may wait for compute that waits for a gather); a failed side channel
+// fails its own operations only, and the caller's error path aborts this one. Close closes the
+// side channel first (barrier, finalize, destroy), then this one.
 //
 // Barrier: an all-reduce (sum) of one float in a buffer zeroed at creation, on the
 // communication stream before the warm-up, so it always carries 0.
@@ -108,6 +135,8 @@ struct NcclOptions {
   // What the warm-up issues after its one-float all-reduce, in this order (warm_up.h): kinds
   // kAllReduce, kReduceScatter, kAllGather, kBroadcast; elements >= 1; kAvg only on float types.
   std::vector<WarmUpOperation> warm_up;
+  // Also create the side channel (see above): strategy fsdp's parameter gathers.
+  bool side_channel = false;
 };
 
 // Creates rank `rank` of `world_size` on CUDA device `device`, rendezvousing under `key_prefix`
@@ -125,6 +154,8 @@ struct NcclOptions {
 //   UNAVAILABLE        NCCL reported a remote/system error during init (a peer died; on ranks
 //                      != 0 the message names rank 0, whose process hosts the bootstrap);
 //   RESOURCE_EXHAUSTED the warm-up's buffer (its largest operation) does not fit on the GPU;
+//   any of these, prefixed "creating the side channel: ", for the side channel's split,
+//   stream, buffer or warm-up;
 //   the store's UNAVAILABLE / FAILED_PRECONDITION; INTERNAL for other NCCL/CUDA failures.
 absl::StatusOr<std::unique_ptr<Collective>> CreateNcclCollective(
     std::shared_ptr<KeyValueStore> store, const std::string& key_prefix, int rank, int world_size,

@@ -856,6 +856,167 @@ TEST(NcclCollectiveRealRuntimeTest, WithoutAGpuCreateSaysNoUsableGpu) {
   EXPECT_TRUE(store->Keys().empty());
 }
 
+// --- Compute marks and the side channel (strategy fsdp's parameter gathers) ---
+
+// The calls from `from` on whose text starts with `prefix`.
+std::vector<std::string> CallsStartingWith(const std::vector<std::string>& calls,
+                                           const std::string& prefix, size_t from = 0) {
+  std::vector<std::string> out;
+  for (size_t i = from; i < calls.size(); ++i) {
+    if (calls[i].rfind(prefix, 0) == 0) out.push_back(calls[i]);
+  }
+  return out;
+}
+
+// An operation after a mark waits for the mark's event, not for a new record of the compute
+// stream; OrderCompute makes the compute stream wait for the completion event, and the host
+// waits for nothing.
+TEST_F(NcclCollectiveTest, AGatherAfterAMarkWaitsForItAndComputeWaitsOnTheDevice) {
+  std::unique_ptr<Collective> c = CreateAlone();
+  ASSERT_NE(c, nullptr);
+  const uintptr_t comm_stream = FakeNcclRuntime::Id(runtime_->created_stream());
+  absl::StatusOr<std::shared_ptr<const ComputeMark>> mark = c->MarkCompute();
+  ASSERT_TRUE(mark.ok()) << mark.status();
+  std::vector<std::string> calls = runtime_->calls();
+  ASSERT_EQ(CallsStartingWith(calls, "EventRecord(").size(), 1u);
+  const std::string record = CallsStartingWith(calls, "EventRecord(").front();
+  EXPECT_THAT(record, HasSubstr(absl::StrCat("stream ", 0x77, ")")));
+  const std::string mark_event = record.substr(std::strlen("EventRecord("),
+                                               record.find(',') - std::strlen("EventRecord("));
+
+  runtime_->ClearObservations();
+  CollectiveOptions opts;
+  opts.after = *mark;
+  std::shared_ptr<Work> gather =
+      c->AllGather({buf_, 4, DataType::kFloat32}, {buf_ + 4, 4, DataType::kFloat32}, opts);
+  calls = runtime_->calls();
+  EXPECT_THAT(CallsStartingWith(calls, "EventRecord("),
+              ::testing::Each(HasSubstr(absl::StrCat("stream ", comm_stream, ")"))))
+      << "no new record on the compute stream";
+  EXPECT_THAT(calls, ::testing::Contains(
+                         absl::StrCat("StreamWaitEvent(stream ", comm_stream, ", ", mark_event, ")")));
+  const std::string done = CallsStartingWith(calls, "EventRecord(").back();
+  const std::string done_event =
+      done.substr(std::strlen("EventRecord("), done.find(',') - std::strlen("EventRecord("));
+
+  const int queries = runtime_->event_queries();
+  const size_t before = runtime_->calls().size();
+  ASSERT_TRUE(gather->OrderCompute().ok());
+  calls = runtime_->calls();
+  EXPECT_EQ(std::vector<std::string>(calls.begin() + before, calls.end()),
+            std::vector<std::string>{absl::StrCat("StreamWaitEvent(stream ", 0x77, ", ",
+                                                  done_event, ")")});
+  EXPECT_EQ(runtime_->event_queries(), queries) << "OrderCompute must not poll";
+  EXPECT_TRUE(gather->Wait().ok());
+
+  // A mark from another backend cannot order a device operation.
+  struct Foreign : ComputeMark {};
+  opts.after = std::make_shared<Foreign>();
+  EXPECT_EQ(c->AllGather({buf_, 4, DataType::kFloat32}, {buf_ + 4, 4, DataType::kFloat32}, opts)
+                ->Wait()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+// NcclOptions::side_channel: a non-blocking ncclCommSplit of the communicator (color 0, key =
+// rank) with its own stream, warmed up with the listed all-gathers, whose operations never run
+// on the main communication stream.
+TEST_F(NcclCollectiveTest, TheSideChannelIsASplitCommunicatorOnItsOwnStream) {
+  NcclOptions o = Options(runtime_);
+  o.side_channel = true;
+  o.warm_up = {{CollectiveKind::kReduceScatter, 8, DataType::kFloat32, ReduceOp::kAvg},
+               {CollectiveKind::kAllGather, 8, DataType::kFloat32, ReduceOp::kSum}};
+  auto made = CreateNcclCollective(store_, "job/4/", 0, 1, 0, o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<Collective> c = std::move(*made);
+  EXPECT_EQ(runtime_->split_calls(), 1);
+  EXPECT_EQ(runtime_->last_split_blocking(), 0);
+  EXPECT_EQ(runtime_->last_split_key(), 0);
+  // The split, then the side channel's warm-up: its one-float all-reduce and the all-gather
+  // only (the reduce-scatter stays on the main communicator).
+  const std::vector<std::string> calls = runtime_->calls();
+  const auto split = std::find(calls.begin(), calls.end(), "CommSplit(color 0, key 0)");
+  ASSERT_NE(split, calls.end());
+  const std::vector<std::string> after_split(split, calls.end());
+  EXPECT_EQ(CallsStartingWith(after_split, "AllReduce").size(), 1u);
+  EXPECT_EQ(CallsStartingWith(after_split, "AllGather").size(), 1u);
+  EXPECT_EQ(CallsStartingWith(after_split, "ReduceScatter").size(), 0u);
+  EXPECT_EQ(runtime_->live_streams(), 2);
+
+  Collective* side = c->side_channel();
+  ASSERT_NE(side, nullptr);
+  EXPECT_EQ(side->rank(), 0);
+  EXPECT_EQ(side->world_size(), 1);
+  EXPECT_EQ(side->memory_kind(), MemoryKind::kDevice);
+  runtime_->ClearObservations();
+  ASSERT_TRUE(
+      side->AllGather({buf_, 4, DataType::kFloat32}, {buf_ + 4, 4, DataType::kFloat32})->Wait().ok());
+  ASSERT_TRUE(c->ReduceScatter({buf_, 4, DataType::kFloat32}, {buf_ + 8, 4, DataType::kFloat32},
+                               ReduceOp::kAvg)
+                  ->Wait()
+                  .ok());
+  const std::vector<FakeNcclRuntime::Op> ops = runtime_->ops();
+  ASSERT_EQ(ops.size(), 2u);
+  EXPECT_EQ(ops[0].stream, runtime_->created_stream()) << "the side channel's own stream";
+  EXPECT_NE(ops[1].stream, ops[0].stream);
+  // Close: the side channel's barrier, finalize and destroy, then the main communicator's.
+  ASSERT_TRUE(c->Close(absl::Seconds(1)).ok());
+  EXPECT_EQ(runtime_->finalize_calls(), 2);
+  EXPECT_EQ(runtime_->destroy_calls(), 2);
+  EXPECT_EQ(runtime_->abort_calls(), 0);
+  c.reset();
+  EXPECT_EQ(runtime_->live_streams(), 0);
+  EXPECT_EQ(runtime_->live_allocations(), 0);
+}
+
+// Aborting the collective aborts the side channel (both communicators, the side channel's
+// operations failing with the reason); a side channel whose gather times out fails alone.
+TEST_F(NcclCollectiveTest, AbortReachesTheSideChannelButNotTheOtherWayRound) {
+  NcclOptions o = Options(runtime_);
+  o.side_channel = true;
+  auto made = CreateNcclCollective(store_, "job/5/", 0, 1, 0, o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<Collective> c = std::move(*made);
+  Collective* side = c->side_channel();
+  ASSERT_NE(side, nullptr);
+
+  runtime_->set_events_complete(false);  // the peer stops answering
+  CollectiveOptions quick;
+  quick.timeout = absl::Milliseconds(100);
+  const absl::Status timed_out =
+      side->AllGather({buf_, 4, DataType::kFloat32}, {buf_ + 4, 4, DataType::kFloat32}, quick)
+          ->Wait();
+  EXPECT_EQ(timed_out.code(), absl::StatusCode::kDeadlineExceeded) << timed_out;
+  EXPECT_EQ(runtime_->abort_calls(), 1) << "only the side channel";
+  runtime_->set_events_complete(true);
+  EXPECT_TRUE(c->AllReduce({buf_, 4, DataType::kFloat32}, ReduceOp::kSum)->Wait().ok());
+
+  c->Abort(absl::CancelledError("the coordinator stopped the job"));
+  EXPECT_EQ(runtime_->abort_calls(), 2);
+  const absl::Status after = c->AllReduce({buf_, 4, DataType::kFloat32}, ReduceOp::kSum)->Wait();
+  EXPECT_EQ(after.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(std::string(after.message()), HasSubstr("the coordinator stopped the job"));
+}
+
+// The other order: a live side channel is aborted with its collective, and its operations
+// then fail with the collective's reason.
+TEST_F(NcclCollectiveTest, AbortingTheCollectiveFailsTheSideChannelsOperations) {
+  NcclOptions o = Options(runtime_);
+  o.side_channel = true;
+  auto made = CreateNcclCollective(store_, "job/6/", 0, 1, 0, o);
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::unique_ptr<Collective> c = std::move(*made);
+  c->Abort(absl::CancelledError("stop"));
+  EXPECT_EQ(runtime_->abort_calls(), 2);
+  const absl::Status gather =
+      c->side_channel()
+          ->AllGather({buf_, 4, DataType::kFloat32}, {buf_ + 4, 4, DataType::kFloat32})
+          ->Wait();
+  EXPECT_EQ(gather.code(), absl::StatusCode::kAborted);
+  EXPECT_THAT(std::string(gather.message()), HasSubstr("stop"));
+  EXPECT_EQ(c->Close(absl::Seconds(1)).code(), absl::StatusCode::kAborted);
+}
+
 }  // namespace
 }  // namespace gpu
 }  // namespace ringleader

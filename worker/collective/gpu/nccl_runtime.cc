@@ -13,6 +13,10 @@ class RealRuntime : public NcclRuntime {
                                   ncclConfig_t* config) override {
     return ncclCommInitRankConfig(comm, nranks, id, rank, config);
   }
+  ncclResult_t CommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                         ncclConfig_t* config) override {
+    return ncclCommSplit(comm, color, key, newcomm, config);
+  }
   ncclResult_t CommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) override {
     return ncclCommGetAsyncError(comm, async_error);
   }

@@ -27,6 +27,14 @@ class NcclRuntime {
   // ncclCommInitRankConfig (NcclCollective passes config->blocking = 0).
   virtual ncclResult_t CommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank,
                                           ncclConfig_t* config) = 0;
+  // ncclCommSplit: a second communicator over the ranks that pass the same `color`, ordered by
+  // `key` (NcclCollective's side channel: every rank, color 0, key = its rank). Collective on
+  // `comm`. With config->blocking = 0 it may answer ncclInProgress: the split then runs as a job
+  // of `comm` (CommGetAsyncError(comm) reports ncclInProgress until it is over), which sets
+  // *newcomm only when it completes — *newcomm and *config must stay valid until then — and
+  // CommGetAsyncError(*newcomm) reports ncclInProgress until the new communicator is ready.
+  virtual ncclResult_t CommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                                 ncclConfig_t* config) = 0;
   // ncclCommGetAsyncError: *async_error = ncclInProgress while init or an enqueue is running.
   virtual ncclResult_t CommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) = 0;
   // ncclCommAbort: frees the communicator without waiting for peers (the failure path).

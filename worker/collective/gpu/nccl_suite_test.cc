@@ -184,6 +184,90 @@ TEST(GpuSuite, TheWarmUpRunsEveryKindAtBucketSizeAndOperationsWorkAfterIt) {
   for (int r = 0; r < n; ++r) EXPECT_EQ(failures[r], "") << "rank " << r << " of " << n;
 }
 
+// The side channel on real NCCL (strategy fsdp's gathers), one rank per GPU: with the compute
+// stream held by a host function, a reduce-scatter issued with the default ordering waits for
+// it, while an all-gather on the side channel issued after it, ordered only after a mark taken
+// before the hold, completes: it waits neither for compute queued after its mark nor behind the
+// pending reduce-scatter. Then OrderCompute makes the compute stream wait for the gather on the
+// device, and a copy queued there after it reads the gathered values.
+TEST(GpuSuite, TheSideChannelGathersBesideHeldComputeAndPendingReduceScatters) {
+  RL_SKIP_WITHOUT_GPU(1);
+  const int n = GpuCount();
+  auto store = std::make_shared<InMemoryKeyValueStore>();
+  constexpr size_t kSlice = 1024;
+  std::vector<std::string> failures(n);
+  RunRanks(
+      n,
+      [&](int r) {
+        auto fail = [&](const std::string& what) {
+          if (failures[r].empty()) failures[r] = what;
+        };
+        if (cudaSetDevice(r) != cudaSuccess) return fail("cudaSetDevice");
+        cudaStream_t compute;
+        cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking);
+        NcclOptions o = SuiteNcclOptions(compute);
+        o.side_channel = true;
+        o.warm_up = {{CollectiveKind::kAllGather, kSlice * n, DataType::kFloat32, ReduceOp::kSum}};
+        auto c = CreateNcclCollective(store, "suite/side/", r, n, r, o);
+        if (!c.ok()) return fail(c.status().ToString());
+        Collective* side = (*c)->side_channel();
+        if (side == nullptr) return fail("no side channel");
+        // Everything allocated before the hold: cudaMalloc and cudaFree may synchronise.
+        DeviceBuffer<float> shard(std::vector<float>(kSlice, r + 1.0f));
+        DeviceBuffer<float> gathered(kSlice * n);
+        DeviceBuffer<float> rs_in(std::vector<float>(kSlice * n, 1.0f));
+        DeviceBuffer<float> rs_out(kSlice);
+        float* pinned;
+        cudaMallocHost(&pinned, kSlice * n * sizeof(float));
+        absl::StatusOr<std::shared_ptr<const ComputeMark>> mark = side->MarkCompute();
+        if (!mark.ok()) return fail(mark.status().ToString());
+
+        absl::Notification release;
+        cudaLaunchHostFunc(
+            compute,
+            [](void* n) { static_cast<absl::Notification*>(n)->WaitForNotification(); },
+            &release);
+        std::shared_ptr<Work> rs =
+            (*c)->ReduceScatter({rs_in.get(), kSlice * n, DataType::kFloat32},
+                                {rs_out.get(), kSlice, DataType::kFloat32}, ReduceOp::kSum);
+        CollectiveOptions after;
+        after.after = *mark;
+        after.timeout = absl::Seconds(20);
+        std::shared_ptr<Work> gather = side->AllGather(
+            {shard.get(), kSlice, DataType::kFloat32},
+            {gathered.get(), kSlice * n, DataType::kFloat32}, after);
+        const absl::Status g = gather->Wait();
+        const bool rs_pending = !rs->IsDone();
+        const bool compute_held = cudaStreamQuery(compute) == cudaErrorNotReady;
+        const absl::Status ordered = gather->OrderCompute();
+        cudaMemcpyAsync(pinned, gathered.get(), kSlice * n * sizeof(float),
+                        cudaMemcpyDeviceToHost, compute);
+        release.Notify();
+        if (!g.ok()) fail("the gather: " + g.ToString());
+        if (!rs_pending) fail("the reduce-scatter ran although the compute stream was held");
+        if (!compute_held) fail("the compute stream was not held while the gather ran");
+        if (!ordered.ok()) fail("OrderCompute: " + ordered.ToString());
+        const absl::Status rs_done = rs->Wait();
+        if (!rs_done.ok()) fail("the reduce-scatter: " + rs_done.ToString());
+        cudaStreamSynchronize(compute);
+        for (int q = 0; q < n; ++q) {
+          if (!std::all_of(pinned + q * kSlice, pinned + (q + 1) * kSlice,
+                           [q](float v) { return v == q + 1.0f; })) {
+            fail(absl::StrCat("rank ", q, "'s slice was not gathered"));
+          }
+        }
+        if (rs_out.ToHost() != std::vector<float>(kSlice, static_cast<float>(n))) {
+          fail("the reduce-scatter's sum");
+        }
+        cudaFreeHost(pinned);
+        const absl::Status closed = (*c)->Close(absl::Seconds(30));
+        if (!closed.ok()) fail("close: " + closed.ToString());
+        cudaStreamDestroy(compute);
+      },
+      absl::Seconds(120));
+  for (int r = 0; r < n; ++r) EXPECT_EQ(failures[r], "") << "rank " << r << " of " << n;
+}
+
 // World size = GPUs + 1, and the extra rank never starts: every present rank's init times out
 // (DEADLINE_EXCEEDED naming the missing rank) and aborts its communicator instead of hanging.
 TEST(GpuSuite, ARankThatNeverJoinsMakesTheOthersTimeOutAndAbortCleanly) {

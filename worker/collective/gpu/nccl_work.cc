@@ -22,8 +22,15 @@ absl::Status CommState::dead_status() const {
   return dead_;
 }
 
+void CommState::set_dependent(std::shared_ptr<CommState> dependent) {
+  absl::MutexLock lock(&mu_);
+  dependent_ = std::move(dependent);
+}
+
 absl::Status CommState::Fail(absl::Status status) {
   ncclComm_t to_abort = nullptr;
+  std::shared_ptr<CommState> dependent;
+  absl::Status cause;
   {
     absl::MutexLock lock(&mu_);
     if (!dead_.ok()) {
@@ -31,8 +38,10 @@ absl::Status CommState::Fail(absl::Status status) {
       return dead_;
     }
     dead_ = std::move(status);
+    cause = dead_;
     to_abort = comm_;
     comm_ = nullptr;
+    dependent = dependent_;
     settled_ = to_abort == nullptr;
   }
   if (to_abort == nullptr) return dead_status();
@@ -40,6 +49,9 @@ absl::Status CommState::Fail(absl::Status status) {
   // ncclCommAbort and the drain may take a while; other threads may still poll the lock (and
   // wait for settled_).
   runtime_->CommAbort(to_abort);
+  // The dependent's kernels may hold up the compute stream, which this stream may wait for:
+  // they end first (the dependent never calls back into this state).
+  if (dependent != nullptr) dependent->Fail(cause).IgnoreError();  // its Works report it
   const absl::Status drained = DrainAfterAbort();
   absl::MutexLock lock(&mu_);
   if (!drained.ok()) {
@@ -154,6 +166,15 @@ absl::Status NcclWork::Wait() {
     if (result.has_value()) return *result;
     backoff.Pause(start_ + timeout_);
   }
+}
+
+absl::Status NcclWork::OrderCompute() {
+  RETURN_IF_ERROR(state_->dead_status());
+  const cudaError_t waited = runtime_->StreamWaitEvent(compute_stream_, done_event_);
+  if (waited == cudaSuccess) return absl::OkStatus();
+  return state_->Fail(WithContext(
+      CudaStatus(waited, "cudaStreamWaitEvent(compute_stream, done_event)", __FILE__, __LINE__),
+      absl::StrCat("rank ", state_->rank(), ": ", what_, ": ")));
 }
 
 absl::Duration NcclWork::Duration() const {

@@ -139,6 +139,12 @@ class CommState {
   // ncclCommFinalize / ncclCommDestroy. nullptr if it was already dead (aborted).
   ncclComm_t TakeForClose(absl::Status closed);
 
+  // `dependent` (a side channel's state) fails with this one's first error, aborted right
+  // after this communicator and drained before this one's stream is: the compute stream may
+  // wait for the dependent's operations, and this one's for the compute stream, so this
+  // stream drains only once the dependent's kernels are over. Set once, before any operation.
+  void set_dependent(std::shared_ptr<CommState> dependent);
+
   // Runs `call` on the communicator under the lock (NCCL calls on one communicator must not
   // overlap). Returns the dead status if dead, otherwise the call's Status.
   // `expr` names the call in the error ("ncclAllReduce(...)").
@@ -163,6 +169,7 @@ class CommState {
   absl::Status dead_ ABSL_GUARDED_BY(mu_);
   // False while an abort (and its drain) runs: until then nobody is told the state is dead.
   bool settled_ ABSL_GUARDED_BY(mu_) = true;
+  std::shared_ptr<CommState> dependent_ ABSL_GUARDED_BY(mu_);
 };
 
 // A Work that finished when it was created (refused or failed at issue).
@@ -180,12 +187,13 @@ class DoneWork : public Work {
 // An operation on the communication stream; done when `done_event` has completed (returned to
 // `events` with the Work). Fails, aborting the communicator, when the event reports an error,
 // the communicator an asynchronous error, or `timeout` passes since `start` (DEADLINE_EXCEEDED
-// naming the rank and `what`). Wait() polls with a Backoff.
+// naming the rank and `what`). Wait() polls with a Backoff. OrderCompute() makes
+// `compute_stream` wait for `done_event` (cudaStreamWaitEvent), without blocking the host.
 class NcclWork : public Work {
  public:
   NcclWork(std::shared_ptr<CommState> state, std::shared_ptr<NcclRuntime> runtime,
            std::shared_ptr<EventPool> events, cudaEvent_t done_event, std::string what,
-           absl::Time start, absl::Duration timeout, Poller poller)
+           absl::Time start, absl::Duration timeout, Poller poller, cudaStream_t compute_stream)
       : state_(std::move(state)),
         runtime_(std::move(runtime)),
         events_(std::move(events)),
@@ -193,13 +201,17 @@ class NcclWork : public Work {
         what_(std::move(what)),
         start_(start),
         timeout_(timeout),
-        poller_(std::move(poller)) {}
+        poller_(std::move(poller)),
+        compute_stream_(compute_stream) {}
 
   ~NcclWork() override { events_->Release(done_event_); }
 
   absl::Status Wait() override;
   bool IsDone() const override { return const_cast<NcclWork*>(this)->Check().has_value(); }
   absl::Duration Duration() const override;
+  // Errors: the communicator's first error once it failed; cudaStreamWaitEvent's (which fails
+  // the communicator, like a failed enqueue).
+  absl::Status OrderCompute() override;
 
  private:
   // One look at the operation; its final status once it has one.
@@ -214,6 +226,7 @@ class NcclWork : public Work {
   const absl::Time start_;
   const absl::Duration timeout_;
   const Poller poller_;
+  const cudaStream_t compute_stream_;
 
   mutable absl::Mutex mu_;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;

@@ -72,11 +72,13 @@ class GpuModelRunner : public ModelRunner {
   absl::StatusOr<double> ForwardBackward(const float* x, const int32_t* y, size_t batch,
                                          const BackwardOptions& opts) override {
     if (shard_ == nullptr) return model_->ForwardBackward(x, y, batch, opts);
-    // fsdp: each layer gathered into device staging as it runs, released after the pass.
+    // fsdp: each layer gathered into device staging one layer ahead (the compute stream waits
+    // for it on the device), the pass's gathers waited for and released after it.
     BackwardOptions gathered = opts;
     gathered.params_for = [this](size_t k) { return shard_->Acquire(k); };
     absl::StatusOr<double> loss = model_->ForwardBackward(x, y, batch, gathered);
-    shard_->Release();
+    const absl::Status released = shard_->Release();
+    if (loss.ok() && !released.ok()) return released;
     return loss;
   }
 
@@ -183,8 +185,9 @@ class GpuModelRunner : public ModelRunner {
                                     parameters()[2 * k + 1].count * sizeof(float));
       }
     }
-    shard_->Release();
+    const absl::Status released = shard_->Release();
     RETURN_IF_ERROR(copied);
+    RETURN_IF_ERROR(released);
     return host_->Evaluate(test, batch);
   }
   // strategy zero1: a sharded GpuSgdOptimizer takes over, holding only the owned elements of

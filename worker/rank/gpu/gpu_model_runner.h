@@ -77,6 +77,8 @@ struct RankNcclOptions {
   // The operations the job will issue, warmed up after the one-float all-reduce
   // (worker/collective/warm_up.h; collective_factory.h's WarmUpOperationsFor).
   std::vector<WarmUpOperation> warm_up;
+  // Also a side channel for the parameter gathers (strategy fsdp; NcclOptions::side_channel).
+  bool side_channel = false;
 };
 
 // The NCCL collective of rank `rank` of `world_size` on placement.gpu, ordered after

@@ -18,6 +18,7 @@ absl::StatusOr<std::unique_ptr<Collective>> CreateRankNcclCollective(
   nccl.collective_timeout = options.collective_timeout;
   nccl.compute_stream = static_cast<cudaStream_t>(placement.compute_stream);
   nccl.warm_up = options.warm_up;
+  nccl.side_channel = options.side_channel;
   return gpu::CreateNcclCollective(std::move(store), prefix, rank, world_size, placement.gpu, nccl);
 }
 
