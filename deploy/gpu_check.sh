@@ -217,10 +217,15 @@ if ((!dry)); then
   if command -v cuobjdump >/dev/null; then
     code=$(cuobjdump --list-elf --list-ptx "$rank" 2>&1)
     echo "$code" | head -n 20
-    for arch in sm_80 sm_90 compute_90; do
-      if grep -q "$arch" <<<"$code"; then pass "device code for $arch"; else fail "no $arch code"; fi
+    # cuobjdump names the machine code "ELF file N: NAME.sm_80.cubin" and the PTX "PTX file N:
+    # NAME.sm_90.ptx" (PTX for the virtual compute_90 architecture).
+    elf=$(grep '^ELF file' <<<"$code" | grep -oE 'sm_[0-9]+a?' | sort -u | paste -sd' ')
+    ptx=$(grep '^PTX file' <<<"$code" | grep -oE 'sm_[0-9]+a?' | sort -u | paste -sd' ')
+    for arch in sm_80 sm_90; do
+      if grep -qw "$arch" <<<"$elf"; then pass "machine code for $arch"; else fail "no $arch machine code"; fi
     done
-    row "device code" "$(grep -oE '(sm|compute)_[0-9]+a?' <<<"$code" | sort -u | paste -sd' ')"
+    if grep -qw sm_90 <<<"$ptx"; then pass "compute_90 PTX"; else fail "no compute_90 PTX"; fi
+    row "device code" "machine code: ${elf:-none}; PTX: ${ptx:-none}"
   else
     fail "cuobjdump not found in $CUDA_HOME/bin or PATH"
   fi
@@ -365,7 +370,7 @@ elif ((dry)) || command -v compute-sanitizer >/dev/null; then
     else
       fail "compute-sanitizer $tool ${t##*:} $* (log $log)"
       grep -E 'ERROR SUMMARY|Invalid|Race|Uninitialized|FAILED' "$log" | head -n 12
-      row "$tool ${t##*:} $*" "FAIL: $(grep -o 'ERROR SUMMARY.*' "$log" | tail -n1)"
+      row "$tool ${t##*:} $*" "FAIL: $(grep -oE 'ERROR SUMMARY: [0-9]+ errors?$' "$log" | tail -n1)"
     fi
   }
   for spec in "${KERNEL_TESTS[@]}"; do
