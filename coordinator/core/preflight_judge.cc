@@ -119,6 +119,11 @@ v1::PreflightResult JudgePreflight(const std::vector<PreflightRank>& ranks, doub
     if (b > 0) bests.push_back(b);
   }
   const double reference = Median(bests);
+  // A worker named for its matmul explains its own slow pairs (a starved CPU moves bytes slowly
+  // too): for its peers those pairs are not judged. A worker is a link suspect when at least 2
+  // of its judged pairs exist and all are bad; with one, the slow end cannot be told.
+  std::vector<bool> compute_named(ranks.size());
+  for (uint32_t r = 0; r < ranks.size(); ++r) compute_named[r] = !reasons[r].empty();
   std::vector<int> pairs_of(ranks.size(), 0);
   std::vector<int> bad_pairs_of(ranks.size(), 0);
   std::vector<std::string> bad_pair_words(ranks.size());
@@ -134,8 +139,12 @@ v1::PreflightResult JudgePreflight(const std::vector<PreflightRank>& ranks, doub
     if (pair.ok && reference > 0) out->set_fraction_of_median(pair.bandwidth / reference);
     const bool is_bad = !pair.ok || (reference > 0 && pair.bandwidth < min_fraction * reference);
     out->set_bad(is_bad);
-    ++pairs_of[pair.a];
-    ++pairs_of[pair.b];
+    const auto judged_by = [&](uint32_t end) {
+      return !compute_named[end == pair.a ? pair.b : pair.a];
+    };
+    for (uint32_t end : {pair.a, pair.b}) {
+      if (judged_by(end)) ++pairs_of[end];
+    }
     if (!is_bad) continue;
     bad.push_back(&pair);
     const std::string words =
@@ -144,16 +153,20 @@ v1::PreflightResult JudgePreflight(const std::vector<PreflightRank>& ranks, doub
                                " of the reference ", Figure(reference), " MB/s)")
                 : absl::StrCat(PairName(ranks, pair), " failed: ", pair.error);
     for (uint32_t end : {pair.a, pair.b}) {
+      if (!judged_by(end)) continue;
       ++bad_pairs_of[end];
       if (!bad_pair_words[end].empty()) absl::StrAppend(&bad_pair_words[end], "; ");
       absl::StrAppend(&bad_pair_words[end], words);
     }
   }
   std::vector<uint32_t> link_suspects;
+  size_t judged_workers = 0;
   for (uint32_t r = 0; r < ranks.size(); ++r) {
-    if (pairs_of[r] > 0 && bad_pairs_of[r] == pairs_of[r]) link_suspects.push_back(r);
+    if (pairs_of[r] < 2) continue;
+    ++judged_workers;
+    if (bad_pairs_of[r] == pairs_of[r]) link_suspects.push_back(r);
   }
-  const bool tells = !link_suspects.empty() && link_suspects.size() < ranks.size();
+  const bool tells = !link_suspects.empty() && link_suspects.size() < judged_workers;
   if (tells) {
     for (uint32_t r : link_suspects) {
       const std::string links = absl::StrCat("every pair with it is bad: ", bad_pair_words[r]);
@@ -163,12 +176,17 @@ v1::PreflightResult JudgePreflight(const std::vector<PreflightRank>& ranks, doub
   // Bad pairs no named worker explains.
   for (const MergedPair* pair : bad) {
     if (!reasons[pair->a].empty() || !reasons[pair->b].empty()) continue;
-    std::string why =
-        ranks.size() == 2
-            ? "with 2 workers the slow or broken end cannot be told"
-            : (link_suspects.size() == ranks.size()
-                   ? "every pair is bad: the network or the backend, not one worker"
-                   : "each end has good pairs with other workers: the link between them");
+    std::string why;
+    if (ranks.size() == 2) {
+      why = "with 2 workers the slow or broken end cannot be told";
+    } else if (pairs_of[pair->a] < 2 || pairs_of[pair->b] < 2) {
+      why = "an end's other pairs are with a worker named for its matmul: the slow end cannot be "
+            "told";
+    } else if (!link_suspects.empty() && !tells) {
+      why = "every pair is bad: the network or the backend, not one worker";
+    } else {
+      why = "each end has good pairs with other workers: the link between them";
+    }
     result.add_findings(absl::StrCat(
         "pair ", PairName(ranks, *pair),
         pair->ok ? absl::StrCat(" slow: ", Figure(pair->bandwidth), " MB/s, ",

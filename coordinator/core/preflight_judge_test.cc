@@ -12,6 +12,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 struct Link {
   uint32_t a;
@@ -127,6 +128,31 @@ TEST(JudgePreflightTest, OneBadLinkBetweenHealthyWorkersNamesNobody) {
   ASSERT_EQ(result.findings_size(), 1);
   EXPECT_THAT(result.findings(0), HasSubstr("pair w1-w3 failed"));
   EXPECT_THAT(result.findings(0), HasSubstr("the link between them"));
+}
+
+TEST(JudgePreflightTest, AWorkerNamedForItsMatmulDoesNotMakeItsPeersLinkSuspects) {
+  // w2 is starved (matmul 0.40 of the median), so its pairs are slow too; w0-w1 is borderline.
+  // Seen in a loaded test run: w1 was quarantined because "every pair with it" was bad, one of
+  // them being its pair with w2.
+  const v1::PreflightResult result =
+      JudgePreflight(Fleet({49, 44, 17.7}, {{2, 1, 147}, {2, 0, 345}, {1, 0, 166}}), 0.5);
+  EXPECT_THAT(Quarantined(result), ElementsAre("w2"));
+  EXPECT_THAT(result.workers(2).reason(), HasSubstr("matmul 17.7 GFLOP/s"));
+  ASSERT_EQ(result.findings_size(), 2);
+  EXPECT_THAT(result.findings(0), HasSubstr("pair w0-w1 slow"));
+  EXPECT_THAT(result.findings(0), HasSubstr("the slow end cannot be told"));
+  EXPECT_THAT(result.findings(0), HasSubstr("nobody quarantined"));
+}
+
+TEST(JudgePreflightTest, ALinkSuspectIsStillNamedBesideAWorkerNamedForItsMatmul) {
+  // w3 is starved; w2's link is bad: its two judged pairs (with w0 and w1) are both slow.
+  const v1::PreflightResult result = JudgePreflight(
+      Fleet({10, 10, 10, 2},
+            {{0, 1, 1000}, {0, 2, 100}, {1, 2, 120}, {0, 3, 300}, {1, 3, 300}, {2, 3, 90}}),
+      0.5);
+  EXPECT_THAT(Quarantined(result), ElementsAre("w2", "w3"));
+  EXPECT_THAT(result.workers(2).reason(), HasSubstr("every pair with it is bad"));
+  EXPECT_THAT(result.workers(2).reason(), Not(HasSubstr("w2-w3")));
 }
 
 TEST(JudgePreflightTest, ARankWithoutFiguresIsListedNotNamed) {
