@@ -139,8 +139,11 @@ v1::PreflightResult JudgePreflight(const std::vector<PreflightRank>& ranks, doub
     if (pair.ok && reference > 0) out->set_fraction_of_median(pair.bandwidth / reference);
     const bool is_bad = !pair.ok || (reference > 0 && pair.bandwidth < min_fraction * reference);
     out->set_bad(is_bad);
-    const auto judged_by = [&](uint32_t end) {
-      return !compute_named[end == pair.a ? pair.b : pair.a];
+    // (The ends copied: C++17 lambdas cannot capture the structured binding itself.)
+    const uint32_t end_a = pair.a;
+    const uint32_t end_b = pair.b;
+    const auto judged_by = [&compute_named, end_a, end_b](uint32_t end) {
+      return !compute_named[end == end_a ? end_b : end_a];
     };
     for (uint32_t end : {pair.a, pair.b}) {
       if (judged_by(end)) ++pairs_of[end];
