@@ -82,6 +82,11 @@ int FakeNcclRuntime::abort_calls() const {
   absl::MutexLock lock(&mu_);
   return abort_calls_;
 }
+void FakeNcclRuntime::AwaitAbortCall() const {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](const int* calls) { return *calls > 0; }, &abort_calls_));
+}
 int FakeNcclRuntime::finalize_calls() const {
   absl::MutexLock lock(&mu_);
   return finalize_calls_;

@@ -74,6 +74,8 @@ class FakeNcclRuntime : public NcclRuntime {
   // 600" (cudaErrorNotReady), "MemsetAsync(stream 1, value 0, 4 bytes)".
   std::vector<std::string> calls() const;
   int abort_calls() const;
+  // Blocks until CommAbort has been called at least once (a condition, no polling).
+  void AwaitAbortCall() const;
   int finalize_calls() const;
   int destroy_calls() const;
   // Forgets the calls and ops recorded so far (e.g. the ones CreateNcclCollective made).

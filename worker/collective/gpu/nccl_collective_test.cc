@@ -302,7 +302,7 @@ TEST_F(NcclCollectiveTest, AWorkSeeingAnotherThreadsAbortFailsOnlyAfterTheDrain)
   auto work = c->AllReduce({buf_, 8, DataType::kFloat32}, ReduceOp::kSum);
   runtime_->set_stream_busy_polls(-1);  // the aborted kernel runs until DrainStreams()
   std::thread aborter([&] { c->Abort(absl::UnavailableError("coordinator: stop")); });
-  while (runtime_->abort_calls() == 0) absl::SleepFor(absl::Milliseconds(1));
+  runtime_->AwaitAbortCall();
   absl::Notification failed;
   absl::Status seen;
   std::thread waiter([&] {
