@@ -29,6 +29,9 @@ PACKAGES=(
   # libFuzzer and the ASan/UBSan runtimes (-fsanitize=fuzzer,address,undefined), llvm-14 the
   # llvm-symbolizer that puts file and line into their crash reports.
   clang-14 libclang-rt-14-dev llvm-14
+  # etcd-server: the etcd the etcd job store's tests start on loopback ports (--store=etcd);
+  # golang-etcd-server-dev: upstream's .proto files, which proto/etcd/ follows field by field.
+  etcd-server golang-etcd-server-dev
 )
 
 missing=()
