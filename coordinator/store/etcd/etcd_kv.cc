@@ -1,0 +1,77 @@
+#include "coordinator/store/etcd/etcd_kv.h"
+
+#include <utility>
+
+namespace ringleader::etcd {
+
+Compare Compare::Absent(std::string key) {
+  Compare c;
+  c.key = std::move(key);
+  c.target = Target::kVersion;
+  c.result = Result::kEqual;
+  c.value = 0;
+  return c;
+}
+
+Compare Compare::Unchanged(std::string key, int64_t mod_revision) {
+  Compare c;
+  c.key = std::move(key);
+  c.target = Target::kModRevision;
+  c.result = Result::kEqual;
+  c.value = mod_revision;
+  return c;
+}
+
+Op Op::Get(std::string key) {
+  Op op;
+  op.kind = Kind::kGet;
+  op.key = std::move(key);
+  return op;
+}
+
+Op Op::Put(std::string key, std::string value) {
+  Op op;
+  op.kind = Kind::kPut;
+  op.key = std::move(key);
+  op.value = std::move(value);
+  return op;
+}
+
+Op Op::Delete(std::string key) {
+  Op op;
+  op.kind = Kind::kDelete;
+  op.key = std::move(key);
+  return op;
+}
+
+std::string PrefixEnd(absl::string_view prefix) {
+  std::string end(prefix);
+  while (!end.empty()) {
+    if (static_cast<unsigned char>(end.back()) < 0xff) {
+      end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+      return end;
+    }
+    end.pop_back();  // 0xff cannot be incremented: the range ends after every longer key
+  }
+  return std::string(1, '\0');
+}
+
+absl::StatusOr<std::vector<KeyValue>> RangeAll(EtcdKv& kv, const std::string& prefix,
+                                               int64_t page_size) {
+  std::vector<KeyValue> all;
+  RangeRequest request;
+  request.key = prefix;
+  request.range_end = PrefixEnd(prefix);
+  request.limit = page_size;
+  while (true) {
+    absl::StatusOr<RangeResult> page = kv.Range(request);
+    if (!page.ok()) return page.status();
+    if (request.revision == 0) request.revision = page->revision;  // later pages: same snapshot
+    const bool more = page->more && !page->kvs.empty();
+    if (more) request.key = page->kvs.back().key + std::string(1, '\0');  // just after the last
+    for (KeyValue& entry : page->kvs) all.push_back(std::move(entry));
+    if (!more) return all;
+  }
+}
+
+}  // namespace ringleader::etcd
