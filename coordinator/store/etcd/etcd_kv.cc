@@ -2,7 +2,21 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 namespace ringleader::etcd {
+
+absl::StatusOr<int64_t> EtcdKv::LeaseGrant(absl::Duration) {
+  return absl::UnimplementedError(absl::StrCat(Describe(), ": leases are not supported"));
+}
+
+absl::StatusOr<absl::Duration> EtcdKv::LeaseKeepAlive(int64_t) {
+  return absl::UnimplementedError(absl::StrCat(Describe(), ": leases are not supported"));
+}
+
+absl::Status EtcdKv::LeaseRevoke(int64_t) {
+  return absl::UnimplementedError(absl::StrCat(Describe(), ": leases are not supported"));
+}
 
 Compare Compare::Absent(std::string key) {
   Compare c;
@@ -22,6 +36,15 @@ Compare Compare::Unchanged(std::string key, int64_t mod_revision) {
   return c;
 }
 
+Compare Compare::CreatedAt(std::string key, int64_t create_revision) {
+  Compare c;
+  c.key = std::move(key);
+  c.target = Target::kCreateRevision;
+  c.result = Result::kEqual;
+  c.value = create_revision;
+  return c;
+}
+
 Op Op::Get(std::string key) {
   Op op;
   op.kind = Kind::kGet;
@@ -29,11 +52,12 @@ Op Op::Get(std::string key) {
   return op;
 }
 
-Op Op::Put(std::string key, std::string value) {
+Op Op::Put(std::string key, std::string value, int64_t lease) {
   Op op;
   op.kind = Kind::kPut;
   op.key = std::move(key);
   op.value = std::move(value);
+  op.lease = lease;
   return op;
 }
 

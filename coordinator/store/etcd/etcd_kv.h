@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace ringleader::etcd {
 
@@ -30,6 +31,7 @@ struct KeyValue {
   int64_t create_revision = 0;
   int64_t mod_revision = 0;  // the revision of the key's last write
   int64_t version = 0;       // writes since the key was created; 0: absent
+  int64_t lease = 0;         // the lease the key is attached to; 0: none
 };
 
 // The keys in [key, range_end) (range_end "" = only `key`).
@@ -50,7 +52,7 @@ struct RangeResult {
 
 // One condition of a Txn on the key `key`.
 struct Compare {
-  enum class Target { kVersion, kModRevision };
+  enum class Target { kVersion, kModRevision, kCreateRevision };
   enum class Result { kEqual, kNotEqual, kGreater, kLess };
   std::string key;
   Target target = Target::kModRevision;
@@ -61,6 +63,8 @@ struct Compare {
   static Compare Absent(std::string key);
   // The key is unchanged since `mod_revision` was read (0: it is still absent).
   static Compare Unchanged(std::string key, int64_t mod_revision);
+  // The key is the one created at `create_revision` (not deleted and created again since).
+  static Compare CreatedAt(std::string key, int64_t create_revision);
 };
 
 // One operation of a Txn branch.
@@ -69,10 +73,11 @@ struct Op {
   Kind kind = Kind::kGet;
   std::string key;
   std::string value;      // kPut
+  int64_t lease = 0;      // kPut: attach the key to this lease (0: none)
   std::string range_end;  // kGet, kDelete: as in RangeRequest
 
   static Op Get(std::string key);
-  static Op Put(std::string key, std::string value);
+  static Op Put(std::string key, std::string value, int64_t lease = 0);
   static Op Delete(std::string key);
 };
 
@@ -102,6 +107,16 @@ class EtcdKv {
   virtual absl::StatusOr<TxnResult> Txn(const TxnRequest& request) = 0;
   // Where the store talks to (error messages).
   virtual std::string Describe() const = 0;
+
+  // Leases (etcd's Lease service): a key put with a lease is deleted when the lease expires,
+  // `ttl` after its last keep-alive. The defaults answer UNIMPLEMENTED (fakes without leases).
+  // Returns the lease id. Errors: UNAVAILABLE.
+  virtual absl::StatusOr<int64_t> LeaseGrant(absl::Duration ttl);
+  // Renews lease `id` once; returns the TTL it has again. Errors: NOT_FOUND (the lease expired
+  // or was revoked: its keys are gone), UNAVAILABLE.
+  virtual absl::StatusOr<absl::Duration> LeaseKeepAlive(int64_t id);
+  // Ends lease `id` now, deleting its keys. Errors: UNAVAILABLE (NOT_FOUND is not an error).
+  virtual absl::Status LeaseRevoke(int64_t id);
 };
 
 // The range_end that makes [prefix, PrefixEnd(prefix)) every key starting with `prefix`

@@ -1,5 +1,6 @@
 #include "coordinator/store/etcd/etcd_kv_grpc.h"
 
+#include <algorithm>
 #include <climits>
 #include <utility>
 
@@ -49,6 +50,7 @@ RangeResult FromRange(const etcdserverpb::RangeResponse& in) {
     entry.create_revision = kv.create_revision();
     entry.mod_revision = kv.mod_revision();
     entry.version = kv.version();
+    entry.lease = kv.lease();
     out.kvs.push_back(std::move(entry));
   }
   return out;
@@ -66,6 +68,7 @@ void FillOp(const Op& in, etcdserverpb::RequestOp* out) {
     case Op::Kind::kPut:
       out->mutable_request_put()->set_key(in.key);
       out->mutable_request_put()->set_value(in.value);
+      out->mutable_request_put()->set_lease(in.lease);
       break;
     case Op::Kind::kDelete:
       out->mutable_request_delete_range()->set_key(in.key);
@@ -108,7 +111,8 @@ absl::StatusOr<std::unique_ptr<EtcdKvGrpc>> EtcdKvGrpc::Create(const EtcdKvGrpcO
     args.SetMaxSendMessageSize(INT_MAX);     // etcd itself judges the size of a request
     std::shared_ptr<grpc::Channel> channel =
         grpc::CreateCustomChannel(*target, grpc::InsecureChannelCredentials(), args);
-    endpoints.push_back(Endpoint{name, etcdserverpb::KV::NewStub(channel)});
+    endpoints.push_back(
+        Endpoint{name, etcdserverpb::KV::NewStub(channel), etcdserverpb::Lease::NewStub(channel)});
   }
   return std::unique_ptr<EtcdKvGrpc>(new EtcdKvGrpc(std::move(endpoints), options.call_timeout));
 }
@@ -134,7 +138,7 @@ absl::Status EtcdKvGrpc::CallAny(const std::string& what, Call call) {
     const size_t index = (first + i) % endpoints_.size();
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + call_timeout_));
-    const grpc::Status status = call(*endpoints_[index].kv, &context);
+    const grpc::Status status = call(endpoints_[index], &context);
     if (status.ok()) {
       absl::MutexLock lock(&mu_);
       preferred_ = index;
@@ -157,8 +161,8 @@ absl::StatusOr<RangeResult> EtcdKvGrpc::Range(const RangeRequest& request) {
   FillRange(request, &in);
   etcdserverpb::RangeResponse out;
   absl::Status status = CallAny(absl::StrCat("reading ", Printable(request.key)),
-                                [&](etcdserverpb::KV::Stub& kv, grpc::ClientContext* context) {
-                                  return kv.Range(context, in, &out);
+                                [&](Endpoint& e, grpc::ClientContext* context) {
+                                  return e.kv->Range(context, in, &out);
                                 });
   if (!status.ok()) return status;
   return FromRange(out);
@@ -171,8 +175,8 @@ absl::StatusOr<int64_t> EtcdKvGrpc::Put(const std::string& key, const std::strin
   etcdserverpb::PutResponse out;
   absl::Status status = CallAny(
       absl::StrCat("writing ", Printable(key), " (", value.size(), " bytes)"),
-      [&](etcdserverpb::KV::Stub& kv, grpc::ClientContext* context) {
-        return kv.Put(context, in, &out);
+      [&](Endpoint& e, grpc::ClientContext* context) {
+        return e.kv->Put(context, in, &out);
       });
   if (!status.ok()) return status;
   return out.header().revision();
@@ -185,8 +189,8 @@ absl::StatusOr<int64_t> EtcdKvGrpc::DeleteRange(const std::string& key,
   in.set_range_end(range_end);
   etcdserverpb::DeleteRangeResponse out;
   absl::Status status = CallAny(absl::StrCat("deleting ", Printable(key)),
-                                [&](etcdserverpb::KV::Stub& kv, grpc::ClientContext* context) {
-                                  return kv.DeleteRange(context, in, &out);
+                                [&](Endpoint& e, grpc::ClientContext* context) {
+                                  return e.kv->DeleteRange(context, in, &out);
                                 });
   if (!status.ok()) return status;
   return out.deleted();
@@ -208,6 +212,9 @@ absl::StatusOr<TxnResult> EtcdKvGrpc::Txn(const TxnRequest& request) {
     if (c.target == Compare::Target::kVersion) {
       out->set_target(etcdserverpb::Compare::VERSION);
       out->set_version(c.value);
+    } else if (c.target == Compare::Target::kCreateRevision) {
+      out->set_target(etcdserverpb::Compare::CREATE);
+      out->set_create_revision(c.value);
     } else {
       out->set_target(etcdserverpb::Compare::MOD);
       out->set_mod_revision(c.value);
@@ -228,9 +235,8 @@ absl::StatusOr<TxnResult> EtcdKvGrpc::Txn(const TxnRequest& request) {
                       : absl::StrCat("writing ", absl::StrJoin(written, ", "), " (", bytes,
                                      " bytes)");
   etcdserverpb::TxnResponse out;
-  absl::Status status = CallAny(what, [&](etcdserverpb::KV::Stub& kv,
-                                          grpc::ClientContext* context) {
-    return kv.Txn(context, in, &out);
+  absl::Status status = CallAny(what, [&](Endpoint& e, grpc::ClientContext* context) {
+    return e.kv->Txn(context, in, &out);
   });
   if (!status.ok()) return status;
   TxnResult result;
@@ -240,6 +246,61 @@ absl::StatusOr<TxnResult> EtcdKvGrpc::Txn(const TxnRequest& request) {
     if (op.has_response_range()) result.gets.push_back(FromRange(op.response_range()));
   }
   return result;
+}
+
+absl::StatusOr<int64_t> EtcdKvGrpc::LeaseGrant(absl::Duration ttl) {
+  etcdserverpb::LeaseGrantRequest in;
+  in.set_ttl(std::max<int64_t>(1, absl::ToInt64Seconds(absl::Ceil(ttl, absl::Seconds(1)))));
+  etcdserverpb::LeaseGrantResponse out;
+  absl::Status status = CallAny(absl::StrCat("granting a lease of ", in.ttl(), " s"),
+                                [&](Endpoint& e, grpc::ClientContext* context) {
+                                  return e.lease->LeaseGrant(context, in, &out);
+                                });
+  if (!status.ok()) return status;
+  if (!out.error().empty()) {
+    return absl::UnavailableError(
+        absl::StrCat(Describe(), ": granting a lease: ", out.error()));
+  }
+  return out.id();
+}
+
+absl::StatusOr<absl::Duration> EtcdKvGrpc::LeaseKeepAlive(int64_t id) {
+  etcdserverpb::LeaseKeepAliveRequest in;
+  in.set_id(id);
+  etcdserverpb::LeaseKeepAliveResponse out;
+  // LeaseKeepAlive is a stream: one request, one answer, then the stream is closed.
+  absl::Status status = CallAny(
+      absl::StrCat("renewing lease ", id), [&](Endpoint& e, grpc::ClientContext* context) {
+        std::unique_ptr<grpc::ClientReaderWriter<etcdserverpb::LeaseKeepAliveRequest,
+                                                 etcdserverpb::LeaseKeepAliveResponse>>
+            stream = e.lease->LeaseKeepAlive(context);
+        const bool sent = stream->Write(in);
+        stream->WritesDone();
+        const bool answered = sent && stream->Read(&out);
+        grpc::Status finished = stream->Finish();
+        if (answered) return grpc::Status::OK;
+        return finished.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                            "the keep-alive stream closed without an answer")
+                             : finished;
+      });
+  if (!status.ok()) return status;
+  if (out.ttl() <= 0) {
+    return absl::NotFoundError(
+        absl::StrCat(Describe(), ": lease ", id, " has expired or was revoked"));
+  }
+  return absl::Seconds(out.ttl());
+}
+
+absl::Status EtcdKvGrpc::LeaseRevoke(int64_t id) {
+  etcdserverpb::LeaseRevokeRequest in;
+  in.set_id(id);
+  etcdserverpb::LeaseRevokeResponse out;
+  absl::Status status = CallAny(absl::StrCat("revoking lease ", id),
+                                [&](Endpoint& e, grpc::ClientContext* context) {
+                                  return e.lease->LeaseRevoke(context, in, &out);
+                                });
+  if (absl::IsNotFound(status)) return absl::OkStatus();
+  return status;
 }
 
 }  // namespace ringleader::etcd

@@ -39,11 +39,15 @@ class EtcdKvGrpc : public EtcdKv {
                                       const std::string& range_end) override;
   absl::StatusOr<TxnResult> Txn(const TxnRequest& request) override;
   std::string Describe() const override;
+  absl::StatusOr<int64_t> LeaseGrant(absl::Duration ttl) override;  // ttl rounded up to seconds
+  absl::StatusOr<absl::Duration> LeaseKeepAlive(int64_t id) override;
+  absl::Status LeaseRevoke(int64_t id) override;
 
  private:
   struct Endpoint {
     std::string name;  // as given
     std::unique_ptr<etcdserverpb::KV::Stub> kv;
+    std::unique_ptr<etcdserverpb::Lease::Stub> lease;
   };
   EtcdKvGrpc(std::vector<Endpoint> endpoints, absl::Duration call_timeout);
 
