@@ -18,20 +18,48 @@ absl::Status FromGrpcStatus(const grpc::Status& status, const char* rpc) {
   return absl::Status(code, absl::StrCat(rpc, ": ", status.error_message()));
 }
 
+namespace {
+
+// Stands for the channel given to the constructor in the tracker (never a real address: it has
+// no port).
+constexpr char kGivenChannel[] = "(the given channel)";
+
+// How many times one call follows a standby's hint at once before such hops count as attempts.
+constexpr int kMaxImmediateRedirects = 4;
+
+}  // namespace
+
 std::unique_ptr<GrpcCoordinatorClient> GrpcCoordinatorClient::Create(
     const std::string& address, GrpcCoordinatorClientOptions options) {
-  std::shared_ptr<grpc::ChannelCredentials> credentials =
-      options.credentials ? options.credentials : grpc::InsecureChannelCredentials();
-  grpc::ChannelArguments args;
-  // Long polls sit idle on the wire for seconds; keep the connection alive across them.
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
-  return std::make_unique<GrpcCoordinatorClient>(
-      grpc::CreateCustomChannel(address, credentials, args), std::move(options));
+  absl::StatusOr<std::vector<std::string>> addresses = ParseCoordinatorAddresses(address);
+  if (!addresses.ok()) addresses = std::vector<std::string>{address};
+  return std::make_unique<GrpcCoordinatorClient>(*std::move(addresses), std::move(options));
 }
 
 GrpcCoordinatorClient::GrpcCoordinatorClient(std::shared_ptr<grpc::Channel> channel,
                                              GrpcCoordinatorClientOptions options)
-    : options_(std::move(options)), stub_(v1::WorkerService::NewStub(std::move(channel))) {}
+    : options_(std::move(options)), tracker_({kGivenChannel}) {
+  absl::MutexLock lock(&stubs_mu_);
+  stubs_[kGivenChannel] = v1::WorkerService::NewStub(std::move(channel));
+}
+
+GrpcCoordinatorClient::GrpcCoordinatorClient(std::vector<std::string> addresses,
+                                             GrpcCoordinatorClientOptions options)
+    : options_(std::move(options)), tracker_(std::move(addresses)) {}
+
+GrpcCoordinatorClient::Stub* GrpcCoordinatorClient::StubFor(const std::string& address) {
+  absl::MutexLock lock(&stubs_mu_);
+  std::unique_ptr<Stub>& stub = stubs_[address];
+  if (stub == nullptr) {
+    std::shared_ptr<grpc::ChannelCredentials> credentials =
+        options_.credentials ? options_.credentials : grpc::InsecureChannelCredentials();
+    grpc::ChannelArguments args;
+    // Long polls sit idle on the wire for seconds; keep the connection alive across them.
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
+    stub = v1::WorkerService::NewStub(grpc::CreateCustomChannel(address, credentials, args));
+  }
+  return stub.get();
+}
 
 GrpcCoordinatorClient::~GrpcCoordinatorClient() { CancelAll(); }
 
@@ -95,9 +123,12 @@ void GrpcCoordinatorClient::AddAttemptToken(const std::string& job_id, uint64_t 
 }
 
 template <typename Request, typename Response>
-grpc::Status GrpcCoordinatorClient::CallOnce(Method<Request, Response> method,
+grpc::Status GrpcCoordinatorClient::CallOnce(const std::string& address,
+                                             Method<Request, Response> method,
                                              const Request& request, absl::Duration timeout,
-                                             Response* response) {
+                                             Response* response, std::string* leader) {
+  leader->clear();
+  Stub* const stub = StubFor(address);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
   const std::string attempt = AttemptKeyOf(request, 0);
@@ -115,9 +146,17 @@ grpc::Status GrpcCoordinatorClient::CallOnce(Method<Request, Response> method,
     }
     in_flight_.insert(&context);
   }
-  grpc::Status status = (stub_.get()->*method)(&context, request, response);
-  absl::MutexLock lock(&mu_);
-  in_flight_.erase(&context);
+  grpc::Status status = (stub->*method)(&context, request, response);
+  {
+    absl::MutexLock lock(&mu_);
+    in_flight_.erase(&context);
+  }
+  if (!status.ok()) {
+    const auto& trailers = context.GetServerTrailingMetadata();
+    if (auto hint = trailers.find(kLeaderMetadataKey); hint != trailers.end()) {
+      leader->assign(hint->second.data(), hint->second.size());
+    }
+  }
   return status;
 }
 
@@ -129,16 +168,24 @@ absl::StatusOr<Response> GrpcCoordinatorClient::Call(const char* rpc,
   const int attempts = idempotent ? std::max(1, options_.retry.max_attempts) : 1;
   absl::Duration backoff = options_.retry.initial_backoff;
   grpc::Status status;
-  for (int attempt = 1;; ++attempt) {
+  int redirects = 0;
+  for (int attempt = 1;;) {
     Response response;
-    status = CallOnce(method, request, timeout, &response);
+    const std::string address = tracker_.current();
+    std::string leader;
+    status = CallOnce(address, method, request, timeout, &response, &leader);
     if (status.ok()) return response;
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE || attempt >= attempts ||
-        cancelled_.HasBeenNotified()) {
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE || cancelled_.HasBeenNotified()) {
       break;
     }
+    if (leader == address) leader.clear();  // not a standby's hint: the leader itself failed
+    tracker_.OnRefused(address, leader);
+    // A standby refused the call without executing it: the leader gets it at once.
+    if (!leader.empty() && ++redirects <= kMaxImmediateRedirects) continue;
+    if (attempt >= attempts) break;
     BackoffWait(backoff);
     backoff = NextBackoff(backoff);
+    ++attempt;
   }
   return FromGrpcStatus(status, rpc);
 }
@@ -152,7 +199,14 @@ absl::StatusOr<v1::HeartbeatResponse> GrpcCoordinatorClient::Heartbeat(
     const v1::HeartbeatRequest& request) {
   if (options_.heartbeat_stream && !heartbeat_stream_unsupported_.load()) {
     v1::HeartbeatResponse response;
-    const grpc::Status beat = heartbeats_.Beat(request, options_.call_timeout, &response);
+    const std::string address = tracker_.current();
+    std::string leader;
+    const grpc::Status beat = heartbeats_.Beat(request, options_.call_timeout, &response, &leader);
+    // A standby refused the stream: the unary beat below goes to the leader it named.
+    if (beat.error_code() == grpc::StatusCode::UNAVAILABLE && !leader.empty() &&
+        leader != address) {
+      tracker_.OnRefused(address, leader);
+    }
     switch (beat.error_code()) {
       case grpc::StatusCode::OK:
         return response;

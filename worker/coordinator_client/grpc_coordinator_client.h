@@ -31,6 +31,17 @@
 // from then on. What the coordinator answers (NOT_FOUND) and a beat without an answer in time
 // (DEADLINE_EXCEEDED) are returned as from a unary call.
 //
+// Several coordinators (a leader and standbys, common/coordinator_addresses.h): the address may
+// be a list, "host:port[,host:port...]", with one channel per address, created when first
+// used. Calls go to the current address of a LeaderTracker. A call answered UNAVAILABLE by a
+// standby that names the leader (trailing metadata "ringleader-leader") was not executed: the
+// client switches to that leader and sends it again AT ONCE, whether it is idempotent or not (a
+// few such hops per call at most, so that coordinators naming each other during an election
+// cannot loop; hops beyond that count as attempts). An UNAVAILABLE without a hint (connection
+// refused, the coordinator gone) moves to the next address of the list, and the retry rules
+// above decide whether and when the call is sent again. The heartbeat stream is always opened
+// on the current address. With a single address nothing changes.
+//
 // Every other code is returned at once. Status conversion (grpc::Status → absl::Status, same
 // code, message prefixed with the RPC name) happens in one place, FromGrpcStatus.
 //
@@ -40,11 +51,13 @@
 #define RINGLEADER_WORKER_COORDINATOR_CLIENT_GRPC_COORDINATOR_CLIENT_H_
 
 #include <atomic>
-#include <functional>
-#include <memory>
 #include <deque>
+#include <functional>
+#include <map>
+#include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -52,6 +65,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/coordinator_addresses.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/ringleader.grpc.pb.h"
 #include "worker/coordinator_client/coordinator_client.h"
@@ -94,13 +108,17 @@ absl::Status FromGrpcStatus(const grpc::Status& status, const char* rpc);
 
 class GrpcCoordinatorClient : public CoordinatorClient {
  public:
-  // Builds a channel to `address` ("host:port"). Never fails: connection errors surface as
-  // UNAVAILABLE on the first calls.
+  // Builds channels to `address`: "host:port", or a comma-separated list of them (see above;
+  // a string ParseCoordinatorAddresses refuses is used whole, as one gRPC target). Never fails:
+  // connection errors surface as UNAVAILABLE on the first calls.
   static std::unique_ptr<GrpcCoordinatorClient> Create(const std::string& address,
                                                        GrpcCoordinatorClientOptions options = {});
-  // Over an existing channel (tests use an in-process channel).
+  // Over an existing channel (tests use an in-process channel). A leader named by a standby
+  // gets a channel of its own (`options.credentials`).
   GrpcCoordinatorClient(std::shared_ptr<grpc::Channel> channel,
                         GrpcCoordinatorClientOptions options);
+  // Over `addresses` (not empty), the first current.
+  GrpcCoordinatorClient(std::vector<std::string> addresses, GrpcCoordinatorClientOptions options);
   ~GrpcCoordinatorClient() override;
 
   absl::StatusOr<v1::RegisterWorkerResponse> RegisterWorker(
@@ -124,6 +142,9 @@ class GrpcCoordinatorClient : public CoordinatorClient {
   void AddAttemptToken(const std::string& job_id, uint64_t generation,
                        const std::string& token) override;
 
+  // The address calls go to now.
+  std::string current_address() const { return tracker_.current(); }
+
  private:
   using Stub = v1::WorkerService::Stub;
   template <typename Request, typename Response>
@@ -133,17 +154,23 @@ class GrpcCoordinatorClient : public CoordinatorClient {
   template <typename Request, typename Response>
   absl::StatusOr<Response> Call(const char* rpc, Method<Request, Response> method,
                                 const Request& request, absl::Duration timeout, bool idempotent);
-  // One attempt; registers the context so CancelAll() can reach it.
+  // One attempt on the stub of `address`; registers the context so CancelAll() can reach it.
+  // `*leader`: the leader named in the answer's trailing metadata, "" when none.
   template <typename Request, typename Response>
-  grpc::Status CallOnce(Method<Request, Response> method, const Request& request,
-                        absl::Duration timeout, Response* response);
+  grpc::Status CallOnce(const std::string& address, Method<Request, Response> method,
+                        const Request& request, absl::Duration timeout, Response* response,
+                        std::string* leader);
+  // The stub of `address`, its channel created on first use. Stubs live as long as this.
+  Stub* StubFor(const std::string& address);
   absl::Duration LongPollTimeout(uint32_t wait_timeout_ms) const;
   absl::Duration NextBackoff(absl::Duration current) const;
   void BackoffWait(absl::Duration wait);
 
   const GrpcCoordinatorClientOptions options_;
-  const std::unique_ptr<Stub> stub_;
-  HeartbeatStreamClient heartbeats_{stub_.get()};
+  LeaderTracker tracker_;
+  absl::Mutex stubs_mu_;
+  std::map<std::string, std::unique_ptr<Stub>> stubs_ ABSL_GUARDED_BY(stubs_mu_);
+  HeartbeatStreamClient heartbeats_{[this] { return StubFor(tracker_.current()); }};
   // Set once the coordinator answered UNIMPLEMENTED to the stream.
   std::atomic<bool> heartbeat_stream_unsupported_{false};
   absl::Notification cancelled_;

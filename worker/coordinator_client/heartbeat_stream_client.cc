@@ -1,8 +1,10 @@
 #include "worker/coordinator_client/heartbeat_stream_client.h"
 
 #include <chrono>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/coordinator_addresses.h"
 
 namespace ringleader {
 namespace {
@@ -25,7 +27,11 @@ struct HeartbeatStreamClient::Call {
   v1::HeartbeatStreamResponse response;
 };
 
-HeartbeatStreamClient::HeartbeatStreamClient(v1::WorkerService::Stub* stub) : stub_(stub) {}
+HeartbeatStreamClient::HeartbeatStreamClient(v1::WorkerService::Stub* stub)
+    : stub_([stub] { return stub; }) {}
+
+HeartbeatStreamClient::HeartbeatStreamClient(std::function<v1::WorkerService::Stub*()> stub)
+    : stub_(std::move(stub)) {}
 
 HeartbeatStreamClient::~HeartbeatStreamClient() {
   absl::MutexLock lock(&beat_mu_);
@@ -72,6 +78,10 @@ grpc::Status HeartbeatStreamClient::CloseLocked(int pending, bool cancel) {
   call_->stream->Finish(&status, kFinishTag);
   int finishing = 1;
   AwaitLocked(&finishing, absl::InfiniteFuture(), &ignored);
+  const auto& trailers = call_->context.GetServerTrailingMetadata();
+  if (auto leader = trailers.find(kLeaderMetadataKey); leader != trailers.end()) {
+    closed_leader_.assign(leader->second.data(), leader->second.size());
+  }
   call_->queue.Shutdown();
   void* tag = nullptr;
   bool ok = false;
@@ -91,7 +101,7 @@ grpc::Status HeartbeatStreamClient::OpenLocked(absl::Time deadline) {
     }
     open_context_ = &call_->context;
   }
-  call_->stream = stub_->PrepareAsyncHeartbeatStream(&call_->context, &call_->queue);
+  call_->stream = stub_()->PrepareAsyncHeartbeatStream(&call_->context, &call_->queue);
   call_->stream->StartCall(kStartTag);
   bool ok = true;
   int pending = 1;
@@ -105,10 +115,19 @@ grpc::Status HeartbeatStreamClient::OpenLocked(absl::Time deadline) {
 }
 
 grpc::Status HeartbeatStreamClient::Beat(const v1::HeartbeatRequest& request,
-                                         absl::Duration timeout,
-                                         v1::HeartbeatResponse* response) {
+                                         absl::Duration timeout, v1::HeartbeatResponse* response,
+                                         std::string* leader) {
   const absl::Time deadline = absl::Now() + timeout;
   absl::MutexLock lock(&beat_mu_);
+  closed_leader_.clear();
+  grpc::Status status = BeatLocked(request, deadline, timeout, response);
+  if (leader != nullptr) *leader = status.ok() ? "" : closed_leader_;
+  return status;
+}
+
+grpc::Status HeartbeatStreamClient::BeatLocked(const v1::HeartbeatRequest& request,
+                                               absl::Time deadline, absl::Duration timeout,
+                                               v1::HeartbeatResponse* response) {
   if (call_ == nullptr) {
     grpc::Status opened = OpenLocked(deadline);
     if (!opened.ok()) return opened;

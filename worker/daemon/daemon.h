@@ -94,7 +94,8 @@ struct WorkerDaemonOptions {
   int gpu = -1;
   // Tells this daemon start from an earlier one; 0 = pick a random one.
   uint64_t incarnation = 0;
-  // Coordinator address ("host:port") handed to the rank process. Required.
+  // Coordinator address ("host:port", or a comma-separated list of a leader and its standbys)
+  // handed to the rank process as is. Required.
   std::string coordinator_address;
   // Per-attempt directories are created below it (created if missing). Required.
   std::string work_dir;

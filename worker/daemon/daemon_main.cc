@@ -28,6 +28,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/coordinator_addresses.h"
 #include "common/job_spec.h"
 #include "worker/coordinator_client/grpc_coordinator_client.h"
 #include "common/tls/tls_credentials.h"
@@ -36,7 +37,9 @@
 #include "worker/daemon/daemon.h"
 #include "worker/daemon/worker_devices.h"
 
-ABSL_FLAG(std::string, coordinator, "", "Coordinator address, host:port (required).");
+ABSL_FLAG(std::string, coordinator, "",
+          "Coordinator address, host:port, or a comma-separated list of them (a leader and its "
+          "standbys, in any order) (required).");
 ABSL_FLAG(std::string, name, "",
           "Worker name; default <hostname>-cpu0, or <hostname>-gpuN with --gpu.");
 ABSL_FLAG(int, gpu, -1, "Drive GPU N (CUDA device index) instead of the CPU.");
@@ -98,7 +101,8 @@ int Main(int argc, char** argv) {
 
   absl::SetProgramUsageMessage(
       "Worker daemon: registers one device with the coordinator and runs the ranks assigned to "
-      "it.\nUsage: ringleader-worker --coordinator=HOST:PORT [--gpu=N] [--name=NAME]");
+      "it.\nUsage: ringleader-worker --coordinator=HOST:PORT[,HOST:PORT...] [--gpu=N] "
+      "[--name=NAME]");
   absl::ParseCommandLine(argc, argv);
 
   WorkerDaemonOptions options;
@@ -106,6 +110,12 @@ int Main(int argc, char** argv) {
   if (options.coordinator_address.empty()) {
     std::cerr << "ringleader-worker: --coordinator is required (e.g. "
                  "--coordinator=coordinator-host:7070)\n";
+    return 2;
+  }
+  absl::StatusOr<std::vector<std::string>> coordinators =
+      ParseCoordinatorAddresses(options.coordinator_address);
+  if (!coordinators.ok()) {
+    std::cerr << "ringleader-worker: --coordinator: " << coordinators.status().message() << "\n";
     return 2;
   }
   TlsConfig tls{absl::GetFlag(FLAGS_tls_dir), "worker", absl::GetFlag(FLAGS_insecure)};
@@ -159,7 +169,8 @@ int Main(int argc, char** argv) {
   if (!SetsCollectiveHost(options.rank_extra_args)) {
     std::string host = absl::GetFlag(FLAGS_collective_host);
     if (host.empty()) {
-      absl::StatusOr<std::string> routed = LocalAddressTowards(options.coordinator_address);
+      // Any coordinator of the list is as good a route: they share the network.
+      absl::StatusOr<std::string> routed = LocalAddressTowards(coordinators->front());
       if (!routed.ok()) {
         std::cerr << "ringleader-worker: --collective_host: " << routed.status().message()
                   << "; give the address peers reach this host at\n";

@@ -15,7 +15,8 @@ namespace ringleader {
 struct CommandEnvInputs {
   // The launcher's own environment ("KEY=VALUE" each; e.g. from environ).
   std::vector<std::string> inherited;
-  // RINGLEADER_COORDINATOR (host:port).
+  // RINGLEADER_COORDINATOR (host:port, or a comma-separated list of them: the worker's
+  // --coordinator as is).
   std::string coordinator_address;
   // RINGLEADER_TLS_DIR: the worker's --tls_dir (ca.pem, worker.pem, worker.key) the Python hook
   // connects with; "" = plaintext (--insecure).

@@ -39,7 +39,9 @@
 #include "worker/trainer/cpu_math.h"
 
 ABSL_FLAG(std::string, assignment, "", "Path of the binary Assignment proto (required).");
-ABSL_FLAG(std::string, coordinator, "", "Coordinator address, host:port (required).");
+ABSL_FLAG(std::string, coordinator, "",
+          "Coordinator address, host:port, or a comma-separated list of them (the daemon's "
+          "--coordinator) (required).");
 ABSL_FLAG(std::string, tls_dir, "",
           "mutual TLS to the coordinator: DIR/ca.pem, DIR/worker.pem, DIR/worker.key (the "
           "daemon passes its own); required unless --insecure");
