@@ -72,13 +72,55 @@ void Coordinator::SaveLocked(const JobRecord& job, DeferredCallbacks* deferred) 
   // Written after the lock is released (a durable store fsyncs), before the call returns: the
   // RPC that changed the job answers only once the change is on disk. Saves of one job may land
   // out of order; the store keeps the highest version.
+  // A failed save is kept in unsaved_: saved again by RetryUnsavedSaves, and the call that made
+  // a client-visible change (cancel) answers UNAVAILABLE instead of OK.
   deferred->Add([this, status = job.status, now = clock_->Now()] {
     absl::Status saved = store_->Save(status);
-    if (!saved.ok() && logger_) {
-      logger_(now, absl::StrCat("job store: could not save job ", status.job_id(), ": ",
-                                saved.ToString(), " (kept in memory)"));
+    if (saved.ok()) {
+      unsaved_.Saved(status.job_id());
+      return;
     }
+    if (logger_) {
+      logger_(now, absl::StrCat("job store: could not save job ", status.job_id(), ": ",
+                                saved.ToString(), " (kept in memory, saved again later)"));
+    }
+    unsaved_.Failed(status.job_id(), std::move(saved));
   });
+}
+
+size_t Coordinator::RetryUnsavedSaves() {
+  const std::vector<std::string> ids = unsaved_.Take();
+  if (ids.empty()) return 0;
+  std::vector<v1::JobStatus> current;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const std::string& id : ids) {
+      // An archived job left the table: its Archive carried the final status.
+      if (const JobRecord* job = jobs_.Find(JobId(id)); job != nullptr) {
+        current.push_back(job->status);
+      }
+    }
+  }
+  size_t saved_now = 0;
+  absl::Status last_error;
+  for (const v1::JobStatus& status : current) {
+    absl::Status saved = store_->Save(status);
+    if (saved.ok()) {
+      ++saved_now;
+    } else {
+      last_error = saved;
+      unsaved_.Failed(status.job_id(), std::move(saved));
+    }
+  }
+  if (logger_ && saved_now > 0) {
+    logger_(clock_->Now(),
+            absl::StrCat("job store: saved ", saved_now, " job(s) whose earlier save had failed",
+                         unsaved_.size() > 0 ? absl::StrCat("; ", unsaved_.size(),
+                                                            " still unsaved: ",
+                                                            last_error.ToString())
+                                             : std::string()));
+  }
+  return saved_now;
 }
 
 absl::Status Coordinator::Restore(std::vector<v1::JobStatus> jobs) {

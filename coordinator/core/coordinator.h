@@ -59,6 +59,7 @@
 #include "coordinator/core/log_store.h"
 #include "coordinator/core/options.h"
 #include "coordinator/core/report_rate_limiter.h"
+#include "coordinator/core/unsaved_jobs.h"
 #include "coordinator/core/worker_registry.h"
 #include "coordinator/store/job_store.h"
 #include "proto/ringleader.pb.h"
@@ -373,6 +374,10 @@ class Coordinator {
   // worker and job (O(workers + jobs)): cheap at the 100 ms tick main uses, for thousands of
   // jobs.
   void CheckStaleness();
+  // Saves again every job whose last save failed (UnsavedJobs), with its current status; run
+  // off the ticker's thread (the store may take its whole timeout). Returns how many were
+  // saved now.
+  size_t RetryUnsavedSaves();
 
   // Answers every parked long poll with UNAVAILABLE and refuses new ones. Idempotent.
   void Shutdown();
@@ -442,6 +447,8 @@ class Coordinator {
   void MarkChangedLocked(JobRecord* job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TransitionLocked(JobRecord* job, v1::JobState to, std::string reason,
                         DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // CancelJob's change, saved as its scope closes.
+  absl::Status CancelJobInMemory(const JobId& id, std::string reason);
   void SaveLocked(const JobRecord& job, DeferredCallbacks* deferred)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndJobLocked(JobRecord* job, v1::JobState to, std::string reason,
@@ -602,6 +609,7 @@ class Coordinator {
   Clock* const clock_;
   JobStore* const store_;
   const EventLogger logger_;
+  UnsavedJobs unsaved_;  // its own lock
 
   absl::Mutex mu_;
   WorkerRegistry workers_ ABSL_GUARDED_BY(mu_);

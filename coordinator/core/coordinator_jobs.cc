@@ -24,23 +24,45 @@ absl::StatusOr<Coordinator::Submitted> Coordinator::SubmitJob(v1::JobSpec spec) 
   }
   std::string fingerprint = JobSpecFingerprint(spec);
 
-  Scope scope(this);
-  if (jobs_.queue().size() >= options_.max_queued_jobs) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the queue is full: ", jobs_.queue().size(), " jobs are QUEUED (the coordinator's "
-        "--max_queued_jobs): wait for them to start, or cancel some"));
-  }
   const std::string summary =
       absl::StrCat(" (name \"", spec.name(), "\", world size ", spec.world_size(), ", backend ",
                    spec.backend(), ", fingerprint ", fingerprint, ")");
-  JobRecord* job = jobs_.Add(std::move(spec), fingerprint, clock_->Now());
-  // The record is born QUEUED with its transition already recorded: save and publish it like
-  // any other transition.
-  MarkChangedLocked(job);
-  SaveLocked(*job, scope.deferred());
-  LogLocked(absl::StrCat("job ", job->status.job_id(), " submitted", summary), scope.deferred());
+  // The record is committed to the store before the job joins the queue: a submit that answers
+  // OK is never lost, and one the store refused leaves nothing behind to run.
+  v1::JobStatus record;
+  {
+    Scope scope(this);
+    if (jobs_.queue().size() >= options_.max_queued_jobs) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the queue is full: ", jobs_.queue().size(), " jobs are QUEUED (the coordinator's "
+          "--max_queued_jobs): wait for them to start, or cancel some"));
+    }
+    JobRecord* added = jobs_.Add(std::move(spec), fingerprint, clock_->Now(), /*enqueue=*/false);
+    // Born QUEUED with its transition already recorded: published like any other transition.
+    MarkChangedLocked(added);
+    record = added->status;
+  }
+  const JobId id(record.job_id());
+  const absl::Status saved = store_->Save(record);
+  Scope scope(this);
+  if (!saved.ok()) {
+    jobs_.Remove(id);
+    LogLocked(absl::StrCat("job ", id.value(), " refused: the job store did not commit it: ",
+                           saved.ToString()),
+              scope.deferred());
+    return absl::UnavailableError(absl::StrCat(
+        "the job was not submitted: the job store did not commit it (", saved.message(),
+        "); nothing was queued: submit it again once the store answers"));
+  }
+  JobRecord* job = jobs_.Find(id);
+  if (job == nullptr || job->status.state() != v1::JOB_STATE_QUEUED) {
+    // Cancelled (listed, then cancelled) between the two halves: it stays as it is.
+    return Submitted{id, std::move(fingerprint)};
+  }
+  jobs_.Enqueue(id);
+  LogLocked(absl::StrCat("job ", id.value(), " submitted", summary), scope.deferred());
   schedule_needed_ = true;
-  return Submitted{JobId(job->status.job_id()), std::move(fingerprint)};
+  return Submitted{id, std::move(fingerprint)};
 }
 
 absl::StatusOr<v1::GetJobMetricsResponse> Coordinator::GetJobMetrics(const JobId& id) {
@@ -151,6 +173,20 @@ absl::StatusOr<Coordinator::JobsPage> Coordinator::ListJobsPage(const std::strin
 }
 
 absl::Status Coordinator::CancelJob(const JobId& id, std::string reason) {
+  if (absl::Status cancelled = CancelJobInMemory(id, std::move(reason)); !cancelled.ok()) {
+    return cancelled;
+  }
+  // The CANCELLED record was saved as the scope closed: answer OK only once it is committed.
+  if (std::optional<absl::Status> unsaved = unsaved_.ErrorOf(id.value()); unsaved.has_value()) {
+    return absl::UnavailableError(absl::StrCat(
+        "job ", id.value(), " was cancelled but the job store did not commit it yet (",
+        unsaved->message(), "): the coordinator saves it again, and a coordinator that takes "
+        "over may not know of it: cancel again to be sure"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::CancelJobInMemory(const JobId& id, std::string reason) {
   Scope scope(this);
   JobRecord* job = jobs_.Find(id);
   if (job == nullptr && jobs_.Removed(id)) {

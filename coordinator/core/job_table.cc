@@ -11,7 +11,8 @@
 
 namespace ringleader {
 
-JobRecord* JobTable::Add(v1::JobSpec spec, std::string fingerprint, absl::Time now) {
+JobRecord* JobTable::Add(v1::JobSpec spec, std::string fingerprint, absl::Time now,
+                         bool enqueue) {
   const uint64_t sequence = next_sequence_++;
   JobRecord& job = by_sequence_[sequence];
   const JobId id(absl::StrFormat("job-%06d", sequence));
@@ -23,7 +24,7 @@ JobRecord* JobTable::Add(v1::JobSpec spec, std::string fingerprint, absl::Time n
   // UNSPECIFIED -> QUEUED is always legal.
   RecordTransition(&job.status, v1::JOB_STATE_QUEUED, now, "submitted").IgnoreError();
   sequence_by_id_[id] = sequence;
-  queue_.push_back(id);
+  if (enqueue) queue_.push_back(id);
   return &job;
 }
 

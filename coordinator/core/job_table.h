@@ -138,7 +138,8 @@ class JobTable {
  public:
   // Creates a job with the next id "job-000001", "job-000002", ..., state QUEUED (transition
   // reason "submitted"), generation 0 (no attempt yet), version 1, and appends it to the queue.
-  JobRecord* Add(v1::JobSpec spec, std::string fingerprint, absl::Time now);
+  // `enqueue` false: the caller queues it later (Enqueue), once its record is committed.
+  JobRecord* Add(v1::JobSpec spec, std::string fingerprint, absl::Time now, bool enqueue = true);
   // Puts back a job a previous coordinator saved (its id keeps its number; later Adds continue
   // after the highest number seen). QUEUED jobs rejoin the queue in the order restored.
   // Errors: INVALID_ARGUMENT for an id not of the form "job-N", ALREADY_EXISTS for a repeat.
@@ -168,6 +169,8 @@ class JobTable {
   void ReserveThrough(uint64_t number);
   // Queued job ids, oldest first.
   const std::deque<JobId>& queue() const { return queue_; }
+  // Appends `id` to the queue.
+  void Enqueue(const JobId& id) { queue_.push_back(id); }
   // Removes `id` from the queue (no-op when absent).
   void Dequeue(const JobId& id);
   // Puts `id` at the head of the queue (a restart keeps its place ahead of later jobs).

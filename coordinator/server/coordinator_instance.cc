@@ -15,7 +15,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorInstance>> CoordinatorInstance::Start(
     return status;
   };
   std::unique_ptr<CoordinatorInstance> instance(new CoordinatorInstance());
-  if (options.state_dir.empty()) {
+  if (options.store != nullptr) {
+    instance->store_ = std::move(options.store);
+  } else if (options.state_dir.empty()) {
     instance->store_ = std::make_unique<InMemoryJobStore>();
   } else {
     absl::StatusOr<std::unique_ptr<SqliteJobStore>> opened =
@@ -57,6 +59,14 @@ absl::StatusOr<std::unique_ptr<CoordinatorInstance>> CoordinatorInstance::Start(
       }
     });
   }
+  if (options.retry_saves_every > absl::ZeroDuration()) {
+    CoordinatorInstance* raw = instance.get();
+    instance->saver_ = std::thread([raw, every = options.retry_saves_every] {
+      while (!raw->stop_ticker_.WaitForNotificationWithTimeout(every)) {
+        raw->coordinator_->RetryUnsavedSaves();
+      }
+    });
+  }
   return instance;
 }
 
@@ -65,10 +75,9 @@ CoordinatorInstance::~CoordinatorInstance() { Shutdown(); }
 void CoordinatorInstance::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
-  if (ticker_.joinable()) {
-    stop_ticker_.Notify();
-    ticker_.join();
-  }
+  if (!stop_ticker_.HasBeenNotified()) stop_ticker_.Notify();
+  if (ticker_.joinable()) ticker_.join();
+  if (saver_.joinable()) saver_.join();
   // A failed Start may have no core yet.
   if (coordinator_ != nullptr) coordinator_->Shutdown();
 }

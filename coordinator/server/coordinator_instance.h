@@ -4,13 +4,15 @@
 // it is; CoordinatorServer (coordinator_server.h) puts the gRPC and HTTP edges in front of it.
 //
 //   CoordinatorInstanceOptions ──Start──> CoordinatorInstance
-//     JobStore        SqliteJobStore under state_dir (opened first: a second coordinator on
-//                     the same directory is refused), else InMemoryJobStore
+//     JobStore        the one given (options.store: etcd), else SqliteJobStore under state_dir
+//                     (opened first: a second coordinator on the same directory is refused),
+//                     else InMemoryJobStore
 //     AttemptTokens   when attempt_tokens: attempt_secret, else <state_dir>/attempt_secret
 //                     (created on first use), else a fresh secret in memory
 //     Coordinator     restored from the store's saved jobs (Coordinator::Restore)
 //     RpcHandler      over the Coordinator, counted in rpc_stats()
 //     ticker          a thread calling Coordinator::CheckStaleness every check_every
+//     saver           a thread saving again the jobs whose save failed, every retry_saves_every
 //
 // Thread-safety: Start, Shutdown and the destructor from one thread (the owner's); the
 // Coordinator and the RpcHandler are thread-safe (their headers), rpc_stats() is read any time.
@@ -41,6 +43,9 @@ struct CoordinatorInstanceOptions {
   // Directory of the durable job store (coordinator.db, store/sqlite_job_store.h) and of the
   // attempt secret. "" = jobs are kept in memory only and lost when the instance stops.
   std::string state_dir;
+  // The job store to use instead of one under state_dir (e.g. an EtcdJobStore whose writes are
+  // fenced on the leader's term); owned by the instance from Start on. nullptr = state_dir's.
+  std::unique_ptr<JobStore> store;
   // Mint a token per attempt into every Assignment, for the gRPC edge to check
   // (core/attempt_tokens.h). Off = no token minted, none checked.
   bool attempt_tokens = false;
@@ -55,6 +60,9 @@ struct CoordinatorInstanceOptions {
   // How often the ticker calls Coordinator::CheckStaleness: bounds how late a lease expiry or a
   // long-poll deadline is noticed. Zero = no ticker (the caller calls CheckStaleness).
   absl::Duration check_every = absl::Milliseconds(100);
+  // How often the saver retries failed saves (Coordinator::RetryUnsavedSaves), off the ticker's
+  // thread since the store may take its whole timeout. Zero = never.
+  absl::Duration retry_saves_every = absl::Milliseconds(500);
 };
 
 // The part of a coordinator whose start failed, for a caller that words the error in its own
@@ -99,6 +107,7 @@ class CoordinatorInstance {
   std::unique_ptr<RpcHandler> handler_;
   absl::Notification stop_ticker_;
   std::thread ticker_;
+  std::thread saver_;
   bool shut_down_ = false;
 };
 
