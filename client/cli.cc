@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "client/arg_parser.h"
+#include "common/coordinator_addresses.h"
 
 namespace ringleader {
 namespace {
@@ -15,7 +16,9 @@ constexpr char kProgram[] = "ringleader";
 const std::vector<FlagSpec>& GlobalFlags() {
   static const auto* flags = new std::vector<FlagSpec>{
       {"coordinator", "ADDR",
-       absl::StrCat("coordinator address host:port (default ", kDefaultCoordinator, ")")},
+       absl::StrCat("coordinator address host:port, or a comma-separated list of them (a leader "
+                    "and its standbys) (default $RINGLEADER_COORDINATOR, else ",
+                    kDefaultCoordinator, ")")},
       {"timeout", "DURATION", "deadline of each call, e.g. 10s or 500ms (default 10s)"},
       {"output", "text|json",
        "answers as text (default) or JSON for scripts (watch, logs: one message a line)"},
@@ -280,7 +283,9 @@ int RunCli(const std::vector<std::string>& args, const CommandEnvironment& base_
     return kExitUsage;
   }
   CommandEnvironment env = base_env;
-  env.coordinator_address = line->Value("coordinator", kDefaultCoordinator);
+  env.coordinator_address = line->Value(
+      "coordinator",
+      base_env.default_coordinator.empty() ? kDefaultCoordinator : base_env.default_coordinator);
   // -o/--output names the file of the commands that write one; elsewhere it is the format.
   bool writes_file = false;
   for (const CommandSpec& spec : Commands()) {
@@ -400,6 +405,12 @@ int RunCli(const std::vector<std::string>& args, const CommandEnvironment& base_
 
   if (line->command == "export" && line->Value("output").empty()) {
     *env.err << "error: export: -o FILE (--output) is required\n";
+    return kExitUsage;
+  }
+
+  if (absl::Status valid = ParseCoordinatorAddresses(env.coordinator_address).status();
+      !valid.ok()) {
+    *env.err << "error: --coordinator: " << valid.message() << "\n";
     return kExitUsage;
   }
 

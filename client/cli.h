@@ -1,7 +1,7 @@
 // The `ringleader` command line: parses arguments, connects, and runs one command
 // (commands.h). main() is a thin shell around RunCli.
 //
-//   ringleader [--coordinator ADDR] [--timeout DURATION] <command> [flags] [args]
+//   ringleader [--coordinator ADDR[,ADDR...]] [--timeout DURATION] <command> [flags] [args]
 //
 // Exit codes: 0 success; 1 the call failed or the watched job did not pass; 2 bad usage or a
 // bad job spec.
@@ -23,7 +23,7 @@ inline constexpr char kDefaultCoordinator[] = "127.0.0.1:7070";
 
 // How the CLI reaches the coordinator (from its global flags).
 struct ConnectOptions {
-  std::string address;          // --coordinator
+  std::string address;          // --coordinator: host:port[,host:port...]
   absl::Duration call_timeout;  // --timeout
   // --tls_dir (ca.pem, client.pem, client.key; default $RINGLEADER_TLS_DIR) or --insecure.
   std::string tls_dir;

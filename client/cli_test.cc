@@ -140,6 +140,24 @@ TEST_F(CliTest, GlobalFlagsReachTheFactory) {
   EXPECT_EQ(timeout_, absl::Milliseconds(500));
 }
 
+TEST_F(CliTest, CoordinatorListAndItsDefaultFromTheEnvironment) {
+  EXPECT_CALL(client_, List(false)).WillRepeatedly(Return(v1::ListJobsResponse()));
+  EXPECT_EQ(Run({"--coordinator", "a:7070, b:7070", "list"}), kExitOk);
+  EXPECT_EQ(address_, "a:7070, b:7070");  // the list as given: the client parses it
+
+  env_.default_coordinator = "c:7070,d:7070";  // as $RINGLEADER_COORDINATOR would give it
+  EXPECT_EQ(Run({"list"}), kExitOk);
+  EXPECT_EQ(address_, "c:7070,d:7070");
+  EXPECT_EQ(Run({"--coordinator=e:7070", "list"}), kExitOk);
+  EXPECT_EQ(address_, "e:7070");
+
+  const int connects = connects_;
+  EXPECT_EQ(Run({"--coordinator", "a:7070,,b:7070", "list"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("error: --coordinator: "));
+  EXPECT_THAT(err_.str(), HasSubstr("host:port[,host:port...]"));
+  EXPECT_EQ(connects_, connects);
+}
+
 TEST_F(CliTest, ListArchivedAsksForTheArchivedJobsToo) {
   v1::ListJobsResponse jobs;
   v1::JobStatus* old = jobs.add_jobs();

@@ -40,6 +40,9 @@ struct CommandEnvironment {
   std::function<absl::StatusOr<std::string>(const std::string& path)> read_file;
   // Shown in hints when the coordinator cannot be reached.
   std::string coordinator_address;
+  // --coordinator when the flag is not given ($RINGLEADER_COORDINATOR; main fills it); "" =
+  // kDefaultCoordinator.
+  std::string default_coordinator;
   // --tls_dir when the flag is not given ($RINGLEADER_TLS_DIR; main fills it).
   std::string default_tls_dir;
   // The bearer token when --token_file is not given ($RINGLEADER_TOKEN; main fills it).

@@ -1,28 +1,49 @@
 #include "client/grpc_job_client.h"
 
 #include <chrono>
+#include <map>
 #include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "common/coordinator_addresses.h"
 #include "proto/ringleader.grpc.pb.h"
 
 namespace ringleader {
 namespace {
 
+// Stands for the channel given to NewGrpcJobClient in the tracker (no port: never an address).
+constexpr char kGivenChannel[] = "(the given channel)";
+
+// How many times one call follows a standby's hint before giving up.
+constexpr int kMaxRedirects = 4;
+
+// Whether a call that failed without reaching a standby may go to the next coordinator.
+enum class OnOtherCoordinators { kRetry, kDoNotRetry };
+constexpr auto kReads = OnOtherCoordinators::kRetry;
+constexpr auto kWrites = OnOtherCoordinators::kDoNotRetry;
+
 class GrpcJobClient : public JobClient {
  public:
+  GrpcJobClient(std::vector<std::string> addresses, GrpcJobClientOptions options)
+      : options_(std::move(options)), tracker_(std::move(addresses)) {}
   GrpcJobClient(std::shared_ptr<grpc::Channel> channel, GrpcJobClientOptions options)
-      : stub_(v1::JobService::NewStub(channel)), options_(std::move(options)) {}
+      : options_(std::move(options)), tracker_({kGivenChannel}) {
+    absl::MutexLock lock(&stubs_mu_);
+    stubs_[kGivenChannel] = v1::JobService::NewStub(std::move(channel));
+  }
 
   absl::StatusOr<v1::SubmitJobResponse> Submit(const v1::JobSpec& spec) override {
     v1::SubmitJobRequest request;
     *request.mutable_spec() = spec;
-    return Call(&v1::JobService::Stub::SubmitJob, request, absl::ZeroDuration());
+    return Call(kWrites, &v1::JobService::Stub::SubmitJob, request, absl::ZeroDuration());
   }
 
   absl::StatusOr<v1::GetJobResponse> Get(const std::string& job_id) override {
     v1::GetJobRequest request;
     request.set_job_id(job_id);
-    return Call(&v1::JobService::Stub::GetJob, request, absl::ZeroDuration());
+    return Call(kReads, &v1::JobService::Stub::GetJob, request, absl::ZeroDuration());
   }
 
   absl::StatusOr<v1::WatchJobResponse> Watch(const std::string& job_id, uint64_t after_version,
@@ -31,7 +52,7 @@ class GrpcJobClient : public JobClient {
     request.set_job_id(job_id);
     request.set_after_version(after_version);
     request.set_wait_timeout_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(wait)));
-    return Call(&v1::JobService::Stub::WatchJob, request, wait);
+    return Call(kReads, &v1::JobService::Stub::WatchJob, request, wait);
   }
 
   // Every page, concatenated (the coordinator answers at most 1000 a call).
@@ -41,7 +62,7 @@ class GrpcJobClient : public JobClient {
     request.set_include_archived(include_archived);
     do {
       absl::StatusOr<v1::ListJobsResponse> page =
-          Call(&v1::JobService::Stub::ListJobs, request, absl::ZeroDuration());
+          Call(kReads, &v1::JobService::Stub::ListJobs, request, absl::ZeroDuration());
       if (!page.ok()) return page.status();
       for (v1::JobStatus& job : *page->mutable_jobs()) *all.add_jobs() = std::move(job);
       request.set_page_token(page->next_page_token());
@@ -54,7 +75,7 @@ class GrpcJobClient : public JobClient {
     v1::ListWorkersRequest request;
     do {
       absl::StatusOr<v1::ListWorkersResponse> page =
-          Call(&v1::JobService::Stub::ListWorkers, request, absl::ZeroDuration());
+          Call(kReads, &v1::JobService::Stub::ListWorkers, request, absl::ZeroDuration());
       if (!page.ok()) return page.status();
       for (v1::WorkerStatus& worker : *page->mutable_workers()) {
         *all.add_workers() = std::move(worker);
@@ -69,17 +90,17 @@ class GrpcJobClient : public JobClient {
     v1::CancelJobRequest request;
     request.set_job_id(job_id);
     request.set_reason(reason);
-    return Call(&v1::JobService::Stub::CancelJob, request, absl::ZeroDuration());
+    return Call(kWrites, &v1::JobService::Stub::CancelJob, request, absl::ZeroDuration());
   }
 
   absl::StatusOr<v1::GetJobMetricsResponse> GetJobMetrics(const std::string& job_id) override {
     v1::GetJobMetricsRequest request;
     request.set_job_id(job_id);
-    return Call(&v1::JobService::Stub::GetJobMetrics, request, absl::ZeroDuration());
+    return Call(kReads, &v1::JobService::Stub::GetJobMetrics, request, absl::ZeroDuration());
   }
 
   absl::StatusOr<v1::GetLogsResponse> GetLogs(const v1::GetLogsRequest& request) override {
-    return Call(&v1::JobService::Stub::GetLogs, request,
+    return Call(kReads, &v1::JobService::Stub::GetLogs, request,
                 absl::Milliseconds(request.wait_timeout_ms()));
   }
 
@@ -88,12 +109,12 @@ class GrpcJobClient : public JobClient {
     v1::DebugJobRequest request;
     request.set_job_id(job_id);
     request.set_wait_ms(wait_ms);
-    return Call(&v1::JobService::Stub::DebugJob, request,
+    return Call(kReads, &v1::JobService::Stub::DebugJob, request,
                 absl::Milliseconds(wait_ms == 0 ? 5000 : wait_ms));
   }
 
   absl::StatusOr<v1::RunDoctorResponse> RunDoctor(const v1::RunDoctorRequest& request) override {
-    return Call(&v1::JobService::Stub::RunDoctor, request,
+    return Call(kWrites, &v1::JobService::Stub::RunDoctor, request,
                 absl::Milliseconds(request.wait_timeout_ms() == 0 ? 30000
                                                                   : request.wait_timeout_ms()));
   }
@@ -101,28 +122,80 @@ class GrpcJobClient : public JobClient {
   absl::StatusOr<v1::UncordonWorkerResponse> Uncordon(const std::string& worker) override {
     v1::UncordonWorkerRequest request;
     request.set_worker(worker);
-    return Call(&v1::JobService::Stub::UncordonWorker, request, absl::ZeroDuration());
+    return Call(kWrites, &v1::JobService::Stub::UncordonWorker, request, absl::ZeroDuration());
   }
 
  private:
-  // One unary call with deadline = now + call_timeout + extra (the server-side wait).
   template <typename Request, typename Response>
-  absl::StatusOr<Response> Call(grpc::Status (v1::JobService::Stub::*method)(grpc::ClientContext*,
-                                                                             const Request&,
-                                                                             Response*),
+  using Method = grpc::Status (v1::JobService::Stub::*)(grpc::ClientContext*, const Request&,
+                                                        Response*);
+
+  // The call on the current coordinator, following standbys to the leader (see the header).
+  template <typename Request, typename Response>
+  absl::StatusOr<Response> Call(OnOtherCoordinators others, Method<Request, Response> method,
                                 const Request& request, absl::Duration extra) {
+    int redirects = 0;
+    size_t tried_without_hint = 1;
+    for (;;) {
+      const std::string address = tracker_.current();
+      std::string leader;
+      Response response;
+      grpc::Status status = CallOnce(address, method, request, extra, &response, &leader);
+      if (status.ok()) return response;
+      if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return FromGrpcStatus(status);
+      if (leader == address) leader.clear();  // not a standby's hint: the leader itself failed
+      tracker_.OnRefused(address, leader);
+      if (!leader.empty()) {
+        // A standby did not execute the call: the leader gets it, whatever it is.
+        if (++redirects <= kMaxRedirects) continue;
+      } else if (others == OnOtherCoordinators::kRetry &&
+                 ++tried_without_hint <= tracker_.size()) {
+        continue;
+      }
+      return FromGrpcStatus(status);
+    }
+  }
+
+  // One unary call to `address` with deadline = now + call_timeout + extra (the server-side
+  // wait). `*leader`: the leader a standby named in the trailing metadata, "" when none.
+  template <typename Request, typename Response>
+  grpc::Status CallOnce(const std::string& address, Method<Request, Response> method,
+                        const Request& request, absl::Duration extra, Response* response,
+                        std::string* leader) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +
                          absl::ToChronoMilliseconds(options_.call_timeout + extra));
     if (!options_.token.empty()) context.AddMetadata("authorization", "Bearer " + options_.token);
-    Response response;
-    grpc::Status status = (stub_.get()->*method)(&context, request, &response);
-    if (!status.ok()) return FromGrpcStatus(status);
-    return response;
+    grpc::Status status = (StubFor(address)->*method)(&context, request, response);
+    if (!status.ok()) {
+      const auto& trailers = context.GetServerTrailingMetadata();
+      if (auto hint = trailers.find(kLeaderMetadataKey); hint != trailers.end()) {
+        leader->assign(hint->second.data(), hint->second.size());
+      }
+    }
+    return status;
   }
 
-  std::unique_ptr<v1::JobService::Stub> stub_;
+  // The stub of `address`, its channel created on first use; stubs live as long as this.
+  v1::JobService::Stub* StubFor(const std::string& address) {
+    absl::MutexLock lock(&stubs_mu_);
+    std::unique_ptr<v1::JobService::Stub>& stub = stubs_[address];
+    if (stub == nullptr) {
+      std::shared_ptr<grpc::ChannelCredentials> credentials =
+          options_.credentials != nullptr ? options_.credentials
+                                          : grpc::InsecureChannelCredentials();
+      // Answers can be large (a long job's metrics, every job's status): up to 256 MiB.
+      grpc::ChannelArguments args;
+      args.SetMaxReceiveMessageSize(256 << 20);
+      stub = v1::JobService::NewStub(grpc::CreateCustomChannel(address, credentials, args));
+    }
+    return stub.get();
+  }
+
   const GrpcJobClientOptions options_;
+  LeaderTracker tracker_;
+  absl::Mutex stubs_mu_;
+  std::map<std::string, std::unique_ptr<v1::JobService::Stub>> stubs_ ABSL_GUARDED_BY(stubs_mu_);
 };
 
 }  // namespace
@@ -133,12 +206,9 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
 
 std::unique_ptr<JobClient> NewGrpcJobClient(const std::string& address,
                                             const GrpcJobClientOptions& options) {
-  std::shared_ptr<grpc::ChannelCredentials> credentials =
-      options.credentials != nullptr ? options.credentials : grpc::InsecureChannelCredentials();
-  // Answers can be large (a long job's metrics, every job's status): up to 256 MiB.
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(256 << 20);
-  return NewGrpcJobClient(grpc::CreateCustomChannel(address, credentials, args), options);
+  absl::StatusOr<std::vector<std::string>> addresses = ParseCoordinatorAddresses(address);
+  if (!addresses.ok()) addresses = std::vector<std::string>{address};
+  return std::make_unique<GrpcJobClient>(*std::move(addresses), options);
 }
 
 std::unique_ptr<JobClient> NewGrpcJobClient(std::shared_ptr<grpc::Channel> channel,

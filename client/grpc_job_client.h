@@ -6,6 +6,16 @@
 //
 // Creating the client does not connect: an unreachable coordinator shows up as UNAVAILABLE
 // on the first call. Thread-safe.
+//
+// Several coordinators (a leader and standbys, common/coordinator_addresses.h): the address may
+// be a list, "host:port[,host:port...]", one channel per address, created when first used. A
+// standby answers UNAVAILABLE naming the leader ("ringleader-leader" trailing metadata) without
+// executing the call: the client sends it again to that leader at once, whatever it is (a few
+// such hops per call at most). An UNAVAILABLE without a hint (connection refused) moves on to
+// the next address; the calls that only read (status, list, watch, logs, metrics, debug) are
+// then tried on each remaining address once, the others (submit, cancel, uncordon, doctor) are
+// not sent again: the coordinator may have executed them before the connection broke. With a
+// single address every call is made once, as before.
 #ifndef RINGLEADER_CLIENT_GRPC_JOB_CLIENT_H_
 #define RINGLEADER_CLIENT_GRPC_JOB_CLIENT_H_
 
@@ -29,7 +39,8 @@ struct GrpcJobClientOptions {
   std::string token;
 };
 
-// A client of the coordinator at `address` ("host:port").
+// A client of the coordinator at `address` ("host:port", or a comma-separated list of them; a
+// string ParseCoordinatorAddresses refuses is used whole, as one gRPC target).
 std::unique_ptr<JobClient> NewGrpcJobClient(const std::string& address,
                                             const GrpcJobClientOptions& options = {});
 

@@ -36,6 +36,9 @@ int main(int argc, char** argv) {
   env.clock = ringleader::Clock::Real();
   env.sleep = [](absl::Duration duration) { absl::SleepFor(duration); };
   env.read_file = ReadFile;
+  if (const char* coordinator = std::getenv("RINGLEADER_COORDINATOR"); coordinator != nullptr) {
+    env.default_coordinator = coordinator;
+  }
   if (const char* tls_dir = std::getenv("RINGLEADER_TLS_DIR"); tls_dir != nullptr) {
     env.default_tls_dir = tls_dir;
   }

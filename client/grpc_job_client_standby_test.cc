@@ -1,0 +1,170 @@
+// NewGrpcJobClient over a list of coordinators, on real servers (127.0.0.1, port 0): a standby
+// (coordinator/rpc/standby_service_grpc.h) naming the leader, the leader (a fake JobService),
+// and a port nobody listens on.
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "client/grpc_job_client.h"
+#include "coordinator/rpc/standby_service_grpc.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/ringleader.grpc.pb.h"
+
+namespace ringleader {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Counts submissions and cancellations; knows job "j-1".
+class LeaderJobService final : public v1::JobService::Service {
+ public:
+  grpc::Status SubmitJob(grpc::ServerContext*, const v1::SubmitJobRequest*,
+                         v1::SubmitJobResponse* response) override {
+    response->set_job_id(absl::StrCat("j-", ++submits));
+    return grpc::Status::OK;
+  }
+  grpc::Status GetJob(grpc::ServerContext*, const v1::GetJobRequest* request,
+                      v1::GetJobResponse* response) override {
+    ++gets;
+    if (request->job_id() != "j-1") {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no job " + request->job_id());
+    }
+    response->mutable_job()->set_job_id("j-1");
+    return grpc::Status::OK;
+  }
+  grpc::Status CancelJob(grpc::ServerContext*, const v1::CancelJobRequest*,
+                         v1::CancelJobResponse*) override {
+    ++cancels;
+    return grpc::Status::OK;
+  }
+  std::atomic<int> submits{0};
+  std::atomic<int> gets{0};
+  std::atomic<int> cancels{0};
+};
+
+std::unique_ptr<grpc::Server> Serve(grpc::Service* service, grpc::CallbackGenericService* generic,
+                                    std::string* address) {
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  if (service != nullptr) builder.RegisterService(service);
+  if (generic != nullptr) builder.RegisterCallbackGenericService(generic);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  *address = absl::StrCat("127.0.0.1:", port);
+  return server;
+}
+
+// A port on 127.0.0.1 that nobody listens on (bound, then released).
+std::string DeadAddress() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
+    close(fd);
+    return "127.0.0.1:1";
+  }
+  close(fd);
+  return absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
+}
+
+class JobClientStandbyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    leader_server_ = Serve(&leader_, nullptr, &leader_address_);
+    ASSERT_NE(leader_server_, nullptr);
+    standby_server_ = Serve(nullptr, &standby_, &standby_address_);
+    ASSERT_NE(standby_server_, nullptr);
+    options_.call_timeout = absl::Seconds(10);
+  }
+  void TearDown() override {
+    const auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(5);
+    standby_server_->Shutdown(deadline);
+    leader_server_->Shutdown(deadline);
+  }
+  std::string LeaderOrNone() {
+    absl::MutexLock lock(&mu_);
+    return leader_known_ ? leader_address_ : "";
+  }
+  void ForgetLeader() {
+    absl::MutexLock lock(&mu_);
+    leader_known_ = false;
+  }
+  static v1::JobSpec Spec() {
+    v1::JobSpec spec;
+    spec.set_world_size(1);
+    return spec;
+  }
+
+  LeaderJobService leader_;
+  std::string leader_address_;
+  std::unique_ptr<grpc::Server> leader_server_;
+  absl::Mutex mu_;
+  bool leader_known_ ABSL_GUARDED_BY(mu_) = true;
+  StandbyService standby_{"standby", [this] { return LeaderOrNone(); }};
+  std::string standby_address_;
+  std::unique_ptr<grpc::Server> standby_server_;
+  GrpcJobClientOptions options_;
+};
+
+TEST_F(JobClientStandbyTest, ASubmissionRefusedByAStandbyLandsOnTheLeaderOnce) {
+  auto client = NewGrpcJobClient(absl::StrCat(standby_address_, ",", leader_address_), options_);
+  absl::StatusOr<v1::SubmitJobResponse> submitted = client->Submit(Spec());
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  EXPECT_EQ(submitted->job_id(), "j-1");
+  EXPECT_EQ(leader_.submits, 1);
+  // The client stays with the leader.
+  ASSERT_TRUE(client->Cancel("j-1", "test").ok());
+  EXPECT_EQ(leader_.cancels, 1);
+}
+
+TEST_F(JobClientStandbyTest, ALeaderOutsideTheListIsFollowedToo) {
+  auto client = NewGrpcJobClient(standby_address_, options_);
+  absl::StatusOr<v1::GetJobResponse> job = client->Get("j-1");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->job().job_id(), "j-1");
+}
+
+TEST_F(JobClientStandbyTest, WithoutALeaderTheStandbysRefusalIsReturned) {
+  ForgetLeader();
+  auto client = NewGrpcJobClient(standby_address_, options_);
+  absl::StatusOr<v1::CancelJobResponse> cancelled = client->Cancel("j-1", "test");
+  EXPECT_EQ(cancelled.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(cancelled.status().message(),
+              HasSubstr("coordinator standby is a standby; no leader is elected yet"));
+  EXPECT_EQ(leader_.cancels, 0);
+}
+
+TEST_F(JobClientStandbyTest, ADeadFirstAddressPassesAReadToTheSecond) {
+  auto client = NewGrpcJobClient(absl::StrCat(DeadAddress(), ",", leader_address_), options_);
+  absl::StatusOr<v1::GetJobResponse> job = client->Get("j-1");
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(leader_.gets, 1);
+}
+
+TEST_F(JobClientStandbyTest, ADeadFirstAddressFailsASubmissionButTheNextCallMovesOn) {
+  auto client = NewGrpcJobClient(absl::StrCat(DeadAddress(), ",", leader_address_), options_);
+  EXPECT_EQ(client->Submit(Spec()).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(leader_.submits, 0);
+  ASSERT_TRUE(client->Submit(Spec()).ok());
+  EXPECT_EQ(leader_.submits, 1);
+}
+
+TEST_F(JobClientStandbyTest, EveryAddressDeadIsUnavailable) {
+  auto client = NewGrpcJobClient(absl::StrCat(DeadAddress(), ",", DeadAddress()), options_);
+  EXPECT_EQ(client->Get("j-1").status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace ringleader
