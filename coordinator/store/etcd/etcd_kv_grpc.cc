@@ -109,6 +109,9 @@ absl::StatusOr<std::unique_ptr<EtcdKvGrpc>> EtcdKvGrpc::Create(const EtcdKvGrpcO
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(INT_MAX);  // a page of records may exceed gRPC's 4 MiB
     args.SetMaxSendMessageSize(INT_MAX);     // etcd itself judges the size of a request
+    // Connections of its own: a new client does not inherit another's connection to an
+    // endpoint that went away, and the wait before gRPC tries it again.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     std::shared_ptr<grpc::Channel> channel =
         grpc::CreateCustomChannel(*target, grpc::InsecureChannelCredentials(), args);
     endpoints.push_back(
