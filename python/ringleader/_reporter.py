@@ -13,6 +13,12 @@ With a collective trace (_trace.CollectiveTrace), every request carries how many
 rank issued and completed, an idle reporter sends an empty request every `keepalive_s` (so a rank
 blocked in a collective still answers), and an answer with `send_trace` set makes the thread
 send the ring at once (hang forensics: `ringleader debug`).
+
+Several coordinators (a leader and its standbys): `address` may be a list, "host:port[,...]",
+one channel per address, opened when first used. A standby answers UNAVAILABLE and names the
+leader in the trailing metadata "ringleader-leader" without recording anything: the same
+request goes to that leader at once (a few such hops per call at most). An UNAVAILABLE without
+that hint moves on to the next address, and the backoff above applies.
 """
 from __future__ import annotations
 
@@ -25,6 +31,7 @@ from typing import Any
 
 import grpc
 
+from ringleader import _env
 from ringleader._proto import ringleader_pb2 as pb
 from ringleader._proto import ringleader_pb2_grpc as pb_grpc
 
@@ -32,6 +39,11 @@ from ringleader._proto import ringleader_pb2_grpc as pb_grpc
 # be reached, or refused the call as over its per-rank rate limit without recording it.
 _RETRIED = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
             grpc.StatusCode.RESOURCE_EXHAUSTED)
+
+
+# How many times one call follows a standby's hint at once (coordinators naming each other
+# during an election must not loop).
+_MAX_REDIRECTS = 4
 
 
 def _log(message: str) -> None:
@@ -51,6 +63,68 @@ def _channel(address: str, tls_dir: str) -> grpc.Channel:
                                                private_key=read("worker.key"),
                                                certificate_chain=read("worker.pem"))
     return grpc.secure_channel(address, credentials)
+
+
+def _leader_hint(error: grpc.RpcError) -> str:
+    """The leader a standby coordinator named in its refusal's trailing metadata; "" if none."""
+    trailing = getattr(error, "trailing_metadata", None)
+    try:
+        metadata = trailing() if callable(trailing) else None
+    except Exception:  # noqa: BLE001 - an error without metadata is simply not a hint
+        metadata = None
+    for key, value in metadata or ():
+        if key == _env.LEADER_METADATA_KEY:
+            return value.decode() if isinstance(value, bytes) else str(value)
+    return ""
+
+
+class _Coordinators:
+    """The coordinator addresses, one channel each (opened when first used), and the one calls
+    go to now. Thread-safe."""
+
+    def __init__(self, address: str, tls_dir: str) -> None:
+        try:
+            self._addresses = _env.parse_coordinator_addresses(address)
+        except ValueError:
+            self._addresses = [address]  # not a list: one gRPC target, as given
+        self._tls_dir = tls_dir
+        self._current = 0
+        self._lock = threading.Lock()
+        self._stubs: dict[str, Any] = {}
+        self._channels: list[grpc.Channel] = []
+        self._closed = False
+
+    def current(self) -> tuple[str, Any]:
+        """The current address and its WorkerService stub."""
+        with self._lock:
+            if self._closed:
+                raise ValueError("Cannot invoke RPC: the reporter's channels are closed")
+            address = self._addresses[self._current]
+            stub = self._stubs.get(address)
+            if stub is None:
+                channel = _channel(address, self._tls_dir)
+                self._channels.append(channel)
+                stub = self._stubs[address] = pb_grpc.WorkerServiceStub(channel)
+            return address, stub
+
+    def refused(self, address: str, leader: str) -> None:
+        """`address` answered UNAVAILABLE: go to `leader` (a standby's hint; added when new), or
+        without one to the address after `address`, unless another call moved on already."""
+        with self._lock:
+            if leader:
+                if leader not in self._addresses:
+                    self._addresses.append(leader)
+                self._current = self._addresses.index(leader)
+            elif self._addresses[self._current] == address:
+                self._current = (self._current + 1) % len(self._addresses)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            channels, self._channels = self._channels, []
+            self._stubs.clear()
+        for channel in channels:
+            channel.close()
 
 
 class Reporter:
@@ -74,10 +148,9 @@ class Reporter:
         self._keepalive_s = keepalive_s
         self._trace_wanted = False
 
-        self._channel = _channel(address, tls_dir)
+        self._coordinators = _Coordinators(address, tls_dir)
         # The attempt's credential (coordinator/core/attempt_tokens.h), on every call.
         self._metadata = (("ringleader-attempt-token", attempt_token),) if attempt_token else ()
-        self._stub = pb_grpc.WorkerServiceStub(self._channel)
 
         self._cv = threading.Condition()
         # Step reports in order; None marks an epoch report added (they travel in _epochs).
@@ -157,8 +230,7 @@ class Reporter:
         (RESOURCE_EXHAUSTED, not logged: poll again later)."""
         request = self._request([], [])
         try:
-            response = self._stub.ReportProgress(request, timeout=self._rpc_timeout_s,
-                                                    metadata=self._metadata)
+            response = self._report_progress(request)
         except grpc.RpcError as error:
             if error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
                 return False
@@ -180,7 +252,7 @@ class Reporter:
             self._closing = True
             self._cv.notify_all()
         self._thread.join(timeout=1.0)
-        self._channel.close()
+        self._coordinators.close()
 
     # -- the sender thread --------------------------------------------------------------------
 
@@ -252,8 +324,7 @@ class Reporter:
         backoff = 0.05
         while True:
             try:
-                response = self._stub.ReportProgress(request, timeout=self._rpc_timeout_s,
-                                                    metadata=self._metadata)
+                response = self._report_progress(request)
             except grpc.RpcError as error:
                 retry = error.code() in _RETRIED
                 if not retry or time.monotonic() + backoff > give_up or self._closing:
@@ -264,6 +335,26 @@ class Reporter:
                 continue
             self._note_answer(response)
             return True
+
+    def _report_progress(self, request: pb.ReportProgressRequest) -> pb.ReportProgressResponse:
+        """One ReportProgress on the current coordinator, sent again at once to the leader a
+        standby names; any other error is raised (the address moved on after an UNAVAILABLE)."""
+        redirects = 0
+        while True:
+            address, stub = self._coordinators.current()
+            try:
+                return stub.ReportProgress(request, timeout=self._rpc_timeout_s,
+                                           metadata=self._metadata)
+            except grpc.RpcError as error:
+                if error.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise
+                leader = _leader_hint(error)
+                if leader == address:
+                    leader = ""  # not a standby's hint: the leader itself failed
+                self._coordinators.refused(address, leader)
+                redirects += 1
+                if not leader or redirects > _MAX_REDIRECTS:
+                    raise
 
     def _note_answer(self, response: pb.ReportProgressResponse) -> None:
         with self._cv:

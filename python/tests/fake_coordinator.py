@@ -13,6 +13,9 @@ Answers: `steps_judged` is the highest step every rank has reported (what the re
 says); `stop` is set when the job was configured to stop on an unsynchronised step (a step with
 collectives == 0, as the real judge's NOT_SYNCHRONIZED under checks.on_desync "fail"), or once a
 rank reported `stop_after_step`.
+
+StandbyCoordinator is a standby in front of it: every call refused with UNAVAILABLE, naming the
+leader (the fake's address) in the trailing metadata "ringleader-leader", as a real standby does.
 """
 from __future__ import annotations
 
@@ -61,6 +64,49 @@ class _Servicer(pb_grpc.WorkerServiceServicer):
     def ReportProgress(self, request: pb.ReportProgressRequest,
                        context: grpc.ServicerContext) -> pb.ReportProgressResponse:
         return self._fake._report(request, context)
+
+
+class StandbyCoordinator:
+    """A standby coordinator (coordinator/rpc/standby_service_grpc.h): refuses every
+    WorkerService and JobService call with UNAVAILABLE, naming `leader` (settable; "" = no leader
+    known) in the trailing metadata "ringleader-leader". Counts the calls it refused."""
+
+    _SERVICES = ("/ringleader.v1.WorkerService/", "/ringleader.v1.JobService/")
+
+    def __init__(self, leader: str = "") -> None:
+        self.leader = leader
+        self.refused = 0
+        self._lock = threading.Lock()
+        standby = self
+
+        class Handler(grpc.GenericRpcHandler):
+            def service(self, details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+                if not details.method.startswith(StandbyCoordinator._SERVICES):
+                    return None  # UNIMPLEMENTED
+                return grpc.unary_unary_rpc_method_handler(standby._refuse)
+
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        self._server.add_generic_rpc_handlers((Handler(),))
+        port = self._server.add_insecure_port("127.0.0.1:0")
+        self.address = f"127.0.0.1:{port}"
+        self._server.start()
+
+    def stop(self) -> None:
+        self._server.stop(grace=None)
+
+    def _refuse(self, request: bytes, context: grpc.ServicerContext) -> bytes:
+        with self._lock:
+            self.refused += 1
+            leader = self.leader
+        if not leader:
+            context.abort(grpc.StatusCode.UNAVAILABLE,
+                          f"coordinator {self.address} is a standby; no leader is elected yet "
+                          "(retry shortly, or another coordinator of the list)")
+        context.set_trailing_metadata((("ringleader-leader", leader),))
+        context.abort(grpc.StatusCode.UNAVAILABLE,
+                      f"coordinator {self.address} is a standby; the leader is {leader} "
+                      "(retry there)")
+        return b""
 
 
 class FakeCoordinator:
