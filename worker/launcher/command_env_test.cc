@@ -95,6 +95,15 @@ TEST(CommandEnvironmentTest, GivesTorchrunsVariablesAndRingleaders) {
   EXPECT_TRUE(std::is_sorted(env.begin(), env.end()));
 }
 
+// A leader and its standbys: the worker's --coordinator list reaches the script as is (the
+// Python reporter parses it).
+TEST(CommandEnvironmentTest, ACoordinatorListPassesThroughUnchanged) {
+  CommandEnvInputs inputs = Inputs();
+  inputs.coordinator_address = "10.0.0.2:7070,10.0.0.1:7070";
+  EXPECT_THAT(EnvOf(CommandAssignment(), inputs),
+              Contains(std::string("RINGLEADER_COORDINATOR=10.0.0.2:7070,10.0.0.1:7070")));
+}
+
 TEST(CommandEnvironmentTest, JobEnvOverridesTheWorkersAndKeepsItsThreads) {
   v1::Assignment a = CommandAssignment();
   (*a.mutable_spec()->mutable_env())["OMP_NUM_THREADS"] = "4";
