@@ -7,6 +7,8 @@
 //   <prefix>jobs/N/<id>     a saved job (ids without a number: N = 0), the serialized
 //                           ringleader.v1.JobStatus
 //   <prefix>archive/N       an archived job's final JobStatus
+//   <prefix>attempt_secret  the attempt secret's raw bytes, as <state_dir>/attempt_secret holds
+//                           them (written by ImportStateDir, etcd_import.h; not by this store)
 // The next id a restarted coordinator hands out comes from these keys, as with SQLite: above
 // the highest number saved or archived.
 //
