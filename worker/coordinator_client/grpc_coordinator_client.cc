@@ -151,6 +151,15 @@ grpc::Status GrpcCoordinatorClient::CallOnce(const std::string& address,
     absl::MutexLock lock(&mu_);
     in_flight_.erase(&context);
   }
+  if (status.error_code() == grpc::StatusCode::CANCELLED && !cancelled_.HasBeenNotified()) {
+    // Not our cancel: the coordinator cancelled the call as it shut down or stepped down (a
+    // standby now). Whether it ran is unknown, as with any UNAVAILABLE; the next call goes to
+    // the leader.
+    status = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          absl::StrCat("the coordinator at ", address,
+                                       " cancelled the call (shutting down or stepping down): ",
+                                       status.error_message()));
+  }
   if (!status.ok()) {
     const auto& trailers = context.GetServerTrailingMetadata();
     if (auto hint = trailers.find(kLeaderMetadataKey); hint != trailers.end()) {
@@ -175,6 +184,12 @@ absl::StatusOr<Response> GrpcCoordinatorClient::Call(const char* rpc,
     std::string leader;
     status = CallOnce(address, method, request, timeout, &response, &leader);
     if (status.ok()) return response;
+    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      // No answer in time (long polls included: their deadline leaves the coordinator a
+      // margin): not retried, but the next call tries a list's next address.
+      tracker_.OnRefused(address, "");
+      break;
+    }
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE || cancelled_.HasBeenNotified()) {
       break;
     }
@@ -207,6 +222,9 @@ absl::StatusOr<v1::HeartbeatResponse> GrpcCoordinatorClient::Heartbeat(
         leader != address) {
       tracker_.OnRefused(address, leader);
     }
+    // No answer in time: a hung coordinator (stopped, overloaded, cut off) is as good as gone
+    // for a list's next address; the next beat opens the stream there.
+    if (beat.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) tracker_.OnRefused(address, "");
     switch (beat.error_code()) {
       case grpc::StatusCode::OK:
         return response;

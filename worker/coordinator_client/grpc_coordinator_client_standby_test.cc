@@ -106,6 +106,31 @@ std::string DeadAddress() {
   return absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
 }
 
+// A port that accepts connections (the kernel's backlog) but never speaks: a stopped or hung
+// coordinator. Open while the returned socket is.
+struct HungPort {
+  int fd = -1;
+  std::string address;
+  ~HungPort() {
+    if (fd >= 0) close(fd);
+  }
+};
+std::unique_ptr<HungPort> Hung() {
+  auto hung = std::make_unique<HungPort>();
+  hung->fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(addr);
+  if (hung->fd < 0 || bind(hung->fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(hung->fd, 16) != 0 ||
+      getsockname(hung->fd, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
+    return nullptr;
+  }
+  hung->address = absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
+  return hung;
+}
+
 v1::ReportProgressRequest Report(uint64_t step) {
   v1::ReportProgressRequest request;
   request.set_job_id("j");
@@ -227,6 +252,30 @@ TEST_F(StandbyFollowingTest, TheHeartbeatStreamReopensOnTheLeader) {
   EXPECT_EQ(leader_.stream_beats, 2);
   EXPECT_EQ(leader_.unary_beats, 1);
   EXPECT_TRUE(waits_.empty());
+}
+
+TEST_F(StandbyFollowingTest, ACoordinatorThatDoesNotAnswerInTimeIsLeftForTheNextAddress) {
+  std::unique_ptr<HungPort> hung = Hung();
+  ASSERT_NE(hung, nullptr);
+  options_.call_timeout = absl::Milliseconds(300);
+  auto client =
+      GrpcCoordinatorClient::Create(absl::StrCat(hung->address, ",", leader_address_), options_);
+  v1::JoinJobRequest request;
+  request.set_job_id("j");
+  request.set_rank(3);
+  request.set_spec_fingerprint("fp");
+  EXPECT_EQ(client->JoinJob(request).status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(client->current_address(), leader_address_);
+  absl::StatusOr<v1::JoinJobResponse> joined = client->JoinJob(request);
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  // The heartbeat stream too.
+  auto beating =
+      GrpcCoordinatorClient::Create(absl::StrCat(hung->address, ",", leader_address_), options_);
+  v1::HeartbeatRequest beat;
+  beat.set_worker_id("w");
+  EXPECT_EQ(beating->Heartbeat(beat).status().code(), absl::StatusCode::kDeadlineExceeded);
+  ASSERT_TRUE(beating->Heartbeat(beat).ok());
+  EXPECT_EQ(leader_.streams, 1);
 }
 
 }  // namespace
