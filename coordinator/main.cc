@@ -28,7 +28,10 @@
 #include "common/tls/tls_credentials.h"
 #include "coordinator/core/options.h"
 #include "coordinator/rpc/token_store.h"
+#include "absl/strings/str_split.h"
 #include "coordinator/server/coordinator_server.h"
+#include "coordinator/server/ha_coordinator.h"
+#include "coordinator/store/etcd/etcd_import.h"
 #include "grpcpp/security/server_credentials.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:7070",
@@ -91,6 +94,28 @@ ABSL_FLAG(std::string, http_listen, "127.0.0.1:7071",
           "host:port of the HTTP server: Prometheus metrics at /metrics, the web dashboard at / "
           "and its JSON API under /api/ (port 0 picks a free port; the log names it). Empty = no "
           "HTTP server.");
+ABSL_FLAG(std::string, store, "sqlite",
+          "Where the job state lives: 'sqlite' (embedded, under --state_dir; in memory without "
+          "it) or 'etcd' (--etcd_endpoints): several coordinators on one etcd elect a leader, "
+          "the others stand by and take over within seconds when it is lost.");
+ABSL_FLAG(std::string, etcd_endpoints, "",
+          "--store=etcd: the etcd cluster's client URLs, http://host:port[,...] (every member, "
+          "so that losing one does not matter).");
+ABSL_FLAG(std::string, etcd_prefix, "/ringleader/",
+          "--store=etcd: the prefix of every key this coordinator group uses (one group per "
+          "prefix).");
+ABSL_FLAG(absl::Duration, etcd_call_timeout, absl::Seconds(2),
+          "--store=etcd: the deadline of each call to an etcd member.");
+ABSL_FLAG(absl::Duration, leader_lease_ttl, absl::Seconds(3),
+          "--store=etcd: the leader's lease; a lost leader is replaced this long after its last "
+          "renewal at most (at least 2s: etcd's lease granularity is a second).");
+ABSL_FLAG(std::string, advertise, "",
+          "--store=etcd: this coordinator's host:port as clients dial it, which standbys send "
+          "clients to. Empty = the bound --listen address (with 0.0.0.0: the host name).");
+ABSL_FLAG(std::string, import_state_dir, "",
+          "--store=etcd: before starting, copy the jobs, archive and attempt secret of this "
+          "SQLite state directory (a stopped coordinator's --state_dir) into etcd under "
+          "--etcd_prefix; refused when anything is there already.");
 ABSL_FLAG(std::string, port_file, "",
           "if set, the bound host:port is written to this file (atomically) once listening");
 
@@ -131,6 +156,56 @@ absl::Status CheckPositive(const char* flag, absl::Duration value) {
   if (value > absl::ZeroDuration()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("--", flag, " must be > 0, got ",
                                                  absl::FormatDuration(value)));
+}
+
+// --store=etcd's options, from the flags. Errors: INVALID_ARGUMENT naming the flag.
+absl::StatusOr<HaCoordinatorOptions> EtcdOptions(CoordinatorServerOptions server) {
+  HaCoordinatorOptions ha;
+  ha.server = std::move(server);
+  for (absl::string_view endpoint :
+       absl::StrSplit(absl::GetFlag(FLAGS_etcd_endpoints), ',', absl::SkipWhitespace())) {
+    ha.etcd.endpoints.emplace_back(endpoint);
+  }
+  if (ha.etcd.endpoints.empty()) {
+    return absl::InvalidArgumentError(
+        "--store=etcd needs --etcd_endpoints=http://host:port[,...] (every etcd member)");
+  }
+  ha.etcd.call_timeout = absl::GetFlag(FLAGS_etcd_call_timeout);
+  ha.store.prefix = absl::GetFlag(FLAGS_etcd_prefix);
+  if (ha.store.prefix.empty() || ha.store.prefix.back() != '/') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--etcd_prefix must end with '/', got '", ha.store.prefix, "' (e.g. /ringleader/)"));
+  }
+  ha.lease_ttl = absl::GetFlag(FLAGS_leader_lease_ttl);
+  if (ha.lease_ttl < absl::Seconds(2)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--leader_lease_ttl must be at least 2s (etcd counts leases in seconds), got ",
+        absl::FormatDuration(ha.lease_ttl)));
+  }
+  if (ha.etcd.call_timeout <= absl::ZeroDuration() || ha.etcd.call_timeout >= ha.lease_ttl) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--etcd_call_timeout must be > 0 and below --leader_lease_ttl (",
+        absl::FormatDuration(ha.lease_ttl), "), got ", absl::FormatDuration(ha.etcd.call_timeout)));
+  }
+  ha.advertise = absl::GetFlag(FLAGS_advertise);
+  return ha;
+}
+
+// --import_state_dir: copies the SQLite state into etcd before the coordinator starts.
+absl::Status ImportIfAsked(const HaCoordinatorOptions& ha) {
+  const std::string dir = absl::GetFlag(FLAGS_import_state_dir);
+  if (dir.empty()) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<etcd::EtcdKvGrpc>> kv = etcd::EtcdKvGrpc::Create(ha.etcd);
+  if (!kv.ok()) return kv.status();
+  Log(absl::Now(), absl::StrCat("importing ", dir, " into ", (*kv)->Describe(), " under ",
+                                ha.store.prefix));
+  absl::StatusOr<ImportSummary> summary = ImportStateDir(dir, **kv, ha.store);
+  if (!summary.ok()) return summary.status();
+  Log(absl::Now(), absl::StrCat("imported ", summary->saved_jobs, " job(s), ",
+                                summary->archived_jobs, " archived job(s)",
+                                summary->secret_copied ? " and the attempt secret" : "",
+                                " from ", dir));
+  return absl::OkStatus();
 }
 
 int Run() {
@@ -230,8 +305,28 @@ int Run() {
                      "submit and cancel");
   }
 
+  const std::string store = absl::GetFlag(FLAGS_store);
   const std::string state_dir = absl::GetFlag(FLAGS_state_dir);
-  if (state_dir.empty()) {
+  if (store != "sqlite" && store != "etcd") {
+    std::fprintf(stderr, "ringleader-coordinator: --store must be 'sqlite' or 'etcd', got '%s'\n",
+                 store.c_str());
+    return 2;
+  }
+  if (store == "etcd" && !state_dir.empty()) {
+    std::fprintf(stderr,
+                 "ringleader-coordinator: --state_dir is for --store=sqlite; with --store=etcd "
+                 "the state lives in etcd (to move a state dir there once, give it as "
+                 "--import_state_dir)\n");
+    return 2;
+  }
+  if (store == "sqlite" && (!absl::GetFlag(FLAGS_etcd_endpoints).empty() ||
+                            !absl::GetFlag(FLAGS_import_state_dir).empty())) {
+    std::fprintf(stderr,
+                 "ringleader-coordinator: --etcd_endpoints and --import_state_dir need "
+                 "--store=etcd\n");
+    return 2;
+  }
+  if (store == "sqlite" && state_dir.empty()) {
     Log(absl::Now(), "job store: in memory (no --state_dir): jobs are lost when this stops");
   }
   const std::string http_listen = absl::GetFlag(FLAGS_http_listen);
@@ -249,13 +344,36 @@ int Run() {
   // Started before the port file is written: whoever waits for it may scrape at once.
   server_options.http_listen = http_listen;
   CoordinatorPart failed = CoordinatorPart::kJobStore;
-  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
-      CoordinatorServer::Start(std::move(server_options), &failed);
-  if (!server.ok()) {
-    std::string error = server.status().ToString();
+  std::unique_ptr<CoordinatorServer> single;
+  std::unique_ptr<HaCoordinator> group;
+  absl::Status started;
+  if (store == "etcd") {
+    absl::StatusOr<HaCoordinatorOptions> ha = EtcdOptions(std::move(server_options));
+    if (!ha.ok()) {
+      std::fprintf(stderr, "ringleader-coordinator: %s\n",
+                   std::string(ha.status().message()).c_str());
+      return 2;
+    }
+    if (absl::Status imported = ImportIfAsked(*ha); !imported.ok()) {
+      std::fprintf(stderr, "ringleader-coordinator: --import_state_dir: %s\n",
+                   std::string(imported.message()).c_str());
+      return 1;
+    }
+    absl::StatusOr<std::unique_ptr<HaCoordinator>> running =
+        HaCoordinator::Start(*std::move(ha), &failed);
+    if (running.ok()) group = std::move(*running);
+    started = running.status();
+  } else {
+    absl::StatusOr<std::unique_ptr<CoordinatorServer>> running =
+        CoordinatorServer::Start(std::move(server_options), &failed);
+    if (running.ok()) single = std::move(*running);
+    started = running.status();
+  }
+  if (!started.ok()) {
+    std::string error = started.ToString();
     switch (failed) {
       case CoordinatorPart::kAttemptSecret:
-        error = std::string(server.status().message());
+        error = std::string(started.message());
         break;
       case CoordinatorPart::kRestore:
         error = absl::StrCat("loading the job store: ", error);
@@ -270,14 +388,15 @@ int Run() {
     std::fprintf(stderr, "ringleader-coordinator: %s\n", error.c_str());
     return 1;
   }
+  const std::string address = single != nullptr ? single->address() : group->address();
   if (http_listen.empty()) {
     Log(absl::Now(), "metrics: no HTTP server (--http_listen is empty)");
   }
-  std::printf("ringleader-coordinator listening on %s\n", (*server)->address().c_str());
+  std::printf("ringleader-coordinator listening on %s\n", address.c_str());
   std::fflush(stdout);
-  Log(absl::Now(), absl::StrCat("listening on ", (*server)->address()));
+  Log(absl::Now(), absl::StrCat("listening on ", address));
   if (const std::string port_file = absl::GetFlag(FLAGS_port_file); !port_file.empty()) {
-    if (absl::Status written = WritePortFile(port_file, (*server)->address()); !written.ok()) {
+    if (absl::Status written = WritePortFile(port_file, address); !written.ok()) {
       std::fprintf(stderr, "ringleader-coordinator: %s\n", written.ToString().c_str());
       return 1;
     }
@@ -298,7 +417,8 @@ int Run() {
   Log(absl::Now(), absl::StrCat("received ", strsignal(signal_number), ": shutting down"));
   // The ticker and the core first (parked long polls are answered, so the server can drain),
   // then the gRPC and HTTP servers.
-  (*server)->Shutdown(absl::Now() + kShutdownGrace);
+  if (single != nullptr) single->Shutdown(absl::Now() + kShutdownGrace);
+  if (group != nullptr) group->Shutdown(absl::Now() + kShutdownGrace);
   Log(absl::Now(), "stopped");
   return 0;
 }

@@ -12,6 +12,36 @@ namespace ringleader {
 absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
     const std::string& listen, std::shared_ptr<grpc::ServerCredentials> credentials,
     RpcHandler* handler, const TokenStore* tokens, const AttemptTokens* attempt_tokens) {
+  std::unique_ptr<GrpcServer> server(new GrpcServer(handler, tokens, attempt_tokens));
+  absl::Status built = server->Build(listen, std::move(credentials), [&](grpc::ServerBuilder& b) {
+    b.RegisterService(&server->worker_service_);
+    b.RegisterService(&server->job_service_);
+  });
+  if (!built.ok()) return built;
+  grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
+  for (const char* service : {"", kWorkerServiceName, kJobServiceName}) {
+    health->SetServingStatus(service, true);
+  }
+  return server;
+}
+
+absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::StartStandby(
+    const std::string& listen, std::shared_ptr<grpc::ServerCredentials> credentials,
+    std::unique_ptr<StandbyService> standby) {
+  std::unique_ptr<GrpcServer> server(new GrpcServer(nullptr, nullptr, nullptr));
+  server->standby_ = std::move(standby);
+  absl::Status built = server->Build(listen, std::move(credentials), [&](grpc::ServerBuilder& b) {
+    b.RegisterCallbackGenericService(server->standby_.get());
+  });
+  if (!built.ok()) return built;
+  // A standby serves no service: health probes (a load balancer's) route to the leader.
+  server->server_->GetHealthCheckService()->SetServingStatus(false);
+  return server;
+}
+
+absl::Status GrpcServer::Build(const std::string& listen,
+                               std::shared_ptr<grpc::ServerCredentials> credentials,
+                               const std::function<void(grpc::ServerBuilder&)>& services) {
   const size_t colon = listen.rfind(':');
   int requested_port = 0;
   if (colon == std::string::npos || colon == 0 ||
@@ -21,7 +51,6 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
         "listen address \"", listen, "\" is not host:port (e.g. 127.0.0.1:7070; port 0 picks "
         "a free port)"));
   }
-  std::unique_ptr<GrpcServer> server(new GrpcServer(handler, tokens, attempt_tokens));
   // grpc.health.v1 (per service, "" for the whole server) and server reflection, so generic
   // clients (grpcurl, grpc_health_probe, load balancers) can probe and call the services.
   grpc::EnableDefaultHealthCheckService(true);
@@ -31,20 +60,15 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::Start(
   // silently instead of failing.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
-  builder.AddListeningPort(listen, std::move(credentials), &server->port_);
-  builder.RegisterService(&server->worker_service_);
-  builder.RegisterService(&server->job_service_);
-  server->server_ = builder.BuildAndStart();
-  if (server->server_ == nullptr || server->port_ == 0) {
+  builder.AddListeningPort(listen, std::move(credentials), &port_);
+  services(builder);
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
     return absl::UnavailableError(absl::StrCat(
         "could not listen on ", listen, ": address in use or not local? pick another --listen"));
   }
-  server->address_ = absl::StrCat(listen.substr(0, colon), ":", server->port_);
-  grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
-  for (const char* service : {"", kWorkerServiceName, kJobServiceName}) {
-    health->SetServingStatus(service, true);
-  }
-  return server;
+  address_ = absl::StrCat(listen.substr(0, colon), ":", port_);
+  return absl::OkStatus();
 }
 
 // Any past deadline cancels in-flight calls at once.

@@ -3,6 +3,7 @@
 #ifndef RINGLEADER_COORDINATOR_RPC_GRPC_SERVER_H_
 #define RINGLEADER_COORDINATOR_RPC_GRPC_SERVER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include "absl/time/time.h"
 #include "coordinator/rpc/grpc_service.h"
 #include "coordinator/rpc/rpc_handler.h"
+#include "coordinator/rpc/standby_service_grpc.h"
 #include "grpcpp/grpcpp.h"
 
 namespace ringleader {
@@ -41,6 +43,13 @@ class GrpcServer {
       RpcHandler* handler, const TokenStore* tokens = nullptr,
       const AttemptTokens* attempt_tokens = nullptr);
 
+  // A standby coordinator's server (HaCoordinator): `standby` answers every WorkerService and
+  // JobService call (standby_service_grpc.h); health answers NOT_SERVING for everything;
+  // reflection as above. Errors: as Start.
+  static absl::StatusOr<std::unique_ptr<GrpcServer>> StartStandby(
+      const std::string& listen, std::shared_ptr<grpc::ServerCredentials> credentials,
+      std::unique_ptr<StandbyService> standby);
+
   ~GrpcServer();  // Shutdown(a past deadline) unless already done
 
   // The bound port, and "host:port" with it (the host as given in `listen`).
@@ -63,8 +72,14 @@ class GrpcServer {
                     const AttemptTokens* attempt_tokens)
       : worker_service_(handler, attempt_tokens), job_service_(handler, tokens) {}
 
+  // Binds `listen` with the services `services` registers; sets server_, port_, address_.
+  absl::Status Build(const std::string& listen,
+                     std::shared_ptr<grpc::ServerCredentials> credentials,
+                     const std::function<void(grpc::ServerBuilder&)>& services);
+
   GrpcWorkerService worker_service_;
   GrpcJobService job_service_;
+  std::unique_ptr<StandbyService> standby_;  // a standby's, instead of the two above
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::string address_;

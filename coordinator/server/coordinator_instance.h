@@ -44,8 +44,8 @@ struct CoordinatorInstanceOptions {
   // attempt secret. "" = jobs are kept in memory only and lost when the instance stops.
   std::string state_dir;
   // The job store to use instead of one under state_dir (e.g. an EtcdJobStore whose writes are
-  // fenced on the leader's term); owned by the instance from Start on. nullptr = state_dir's.
-  std::unique_ptr<JobStore> store;
+  // fenced on the leader's term); shared with the instance from Start on. nullptr = state_dir's.
+  std::shared_ptr<JobStore> store;
   // Mint a token per attempt into every Assignment, for the gRPC edge to check
   // (core/attempt_tokens.h). Off = no token minted, none checked.
   bool attempt_tokens = false;
@@ -100,7 +100,7 @@ class CoordinatorInstance {
  private:
   CoordinatorInstance() = default;
 
-  std::unique_ptr<JobStore> store_;
+  std::shared_ptr<JobStore> store_;
   std::unique_ptr<AttemptTokens> attempt_tokens_;
   std::unique_ptr<Coordinator> coordinator_;
   RpcStats rpc_stats_;

@@ -35,10 +35,13 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   if (!options.http_listen.empty()) {
     server->http_handler_ = std::make_unique<RpcHandler>(&core.coordinator());
     HttpRouter router;
-    absl::Status routed = AddMetricsRoute(&router, [&core] {
-      // Both snapshots are copies: the text is formatted outside every lock.
-      return CoordinatorMetricsText(core.coordinator().Metrics(), core.rpc_stats().Take());
-    });
+    absl::Status routed =
+        AddMetricsRoute(&router, [&core, extra = std::move(options.extra_metrics)] {
+          // Both snapshots are copies: the text is formatted outside every lock.
+          std::string text =
+              CoordinatorMetricsText(core.coordinator().Metrics(), core.rpc_stats().Take());
+          return extra ? absl::StrCat(text, extra()) : text;
+        });
     if (routed.ok()) routed = AddDashboardRoutes(server->http_handler_.get(), &router);
     if (!routed.ok()) return fail(CoordinatorPart::kHttpServer, routed);
     absl::StatusOr<std::unique_ptr<HttpServer>> http =

@@ -21,6 +21,7 @@
 #ifndef RINGLEADER_COORDINATOR_SERVER_COORDINATOR_SERVER_H_
 #define RINGLEADER_COORDINATOR_SERVER_COORDINATOR_SERVER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -48,6 +49,8 @@ struct CoordinatorServerOptions {
   // "host:port" of the HTTP server (/metrics, the dashboard at /, its API under /api/); port 0
   // picks a free port (http_address() names it). "" = no HTTP server.
   std::string http_listen;
+  // More series appended to /metrics (e.g. HaCoordinator's ringleader_leader). nullptr = none.
+  std::function<std::string()> extra_metrics;
 };
 
 class CoordinatorServer {

@@ -172,8 +172,9 @@ absl::StatusOr<std::unique_ptr<Cluster>> Cluster::Start(const ClusterOptions& op
   return cluster;
 }
 
-absl::Status Cluster::StartCoordinator(const std::string& listen, absl::Time deadline) {
-  const std::string port_file = (fs::path(dir_) / "coordinator.port").string();
+absl::Status Cluster::StartCoordinator(int index, const std::string& listen,
+                                       absl::Time deadline) {
+  const std::string port_file = (fs::path(dir_) / absl::StrCat("coordinator-", index, ".port")).string();
   std::remove(port_file.c_str());
   std::vector<std::string> argv = {
       RunfilePath("coordinator/ringleader-coordinator"), "--listen=" + listen,
@@ -188,35 +189,38 @@ absl::Status Cluster::StartCoordinator(const std::string& listen, absl::Time dea
   absl::StatusOr<std::unique_ptr<ChildProcess>> coordinator = ChildProcess::Start(
       argv, (fs::path(dir_) / absl::StrCat("coordinator-", coordinator_starts_++, ".log")).string());
   if (!coordinator.ok()) return coordinator.status();
-  coordinator_ = std::move(*coordinator);
+  if (coordinators_.size() <= static_cast<size_t>(index)) coordinators_.resize(index + 1);
+  coordinators_[index] = std::move(*coordinator);
+  ChildProcess& process = *coordinators_[index];
+  std::string address;
   while (true) {
-    address_ = std::string(absl::StripAsciiWhitespace(ReadFile(port_file)));
-    if (!address_.empty()) break;
-    if (coordinator_->HasExited()) {
-      return absl::InternalError(absl::StrCat("the coordinator exited: ",
-                                              coordinator_->Wait().Describe()));
+    address = std::string(absl::StripAsciiWhitespace(ReadFile(port_file)));
+    if (!address.empty()) break;
+    if (process.HasExited()) {
+      return absl::InternalError(absl::StrCat("coordinator ", index, " exited: ",
+                                              process.Wait().Describe()));
     }
     if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError("the coordinator never wrote its port file");
+      return absl::DeadlineExceededError(
+          absl::StrCat("coordinator ", index, " never wrote its port file"));
     }
     absl::SleepFor(kPollPause);
   }
-  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
-      ChannelCredentialsFor({tls_dir(), "client", options_.insecure});
-  if (!credentials.ok()) return credentials.status();
-  channel_ = grpc::CreateChannel(address_, *credentials);
-  jobs_ = v1::JobService::NewStub(channel_);
+  if (addresses_.size() <= static_cast<size_t>(index)) addresses_.resize(index + 1);
+  addresses_[index] = address;
+  address_ = absl::StrJoin(addresses_, ",");
+  tracker_ = std::make_unique<LeaderTracker>(addresses_);
   return absl::OkStatus();
 }
 
 absl::Status Cluster::KillAndRestartCoordinator(absl::Duration down_for) {
-  kill(coordinator_->pid(), SIGKILL);
-  coordinator_->Wait();
+  kill(coordinators_.at(0)->pid(), SIGKILL);
+  coordinators_.at(0)->Wait();
   // The outage itself: nothing to wait for, the daemons and ranks live through it.
   if (down_for > absl::ZeroDuration()) absl::SleepFor(down_for);
   // The same address, so the daemons find it again (they re-register when their heartbeat is
   // refused by the new coordinator).
-  return StartCoordinator(address_, absl::Now() + options_.start_timeout);
+  return StartCoordinator(0, addresses_.at(0), absl::Now() + options_.start_timeout);
 }
 
 std::string Cluster::tls_dir() const {
@@ -242,7 +246,13 @@ absl::Status Cluster::StartProcesses(const ClusterOptions& options) {
                                               ReadFile((fs::path(dir_) / "certs.log").string())));
     }
   }
-  RETURN_IF_ERROR(StartCoordinator("127.0.0.1:0", deadline));
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ChannelCredentialsFor({tls_dir(), "client", options_.insecure});
+  if (!credentials.ok()) return credentials.status();
+  credentials_ = *std::move(credentials);
+  for (int i = 0; i < std::max(1, options.coordinators); ++i) {
+    RETURN_IF_ERROR(StartCoordinator(i, "127.0.0.1:0", deadline));
+  }
 
   for (int i = 0; i < options.workers; ++i) {
     const std::string name = WorkerName(i);
@@ -274,9 +284,11 @@ Cluster::~Cluster() {
     worker->Terminate(absl::Seconds(3));
   }
   for (auto& worker : workers_) worker->Wait();
-  if (coordinator_) {
-    coordinator_->Terminate(absl::Seconds(3));
-    coordinator_->Wait();
+  for (auto& coordinator : coordinators_) {
+    if (coordinator == nullptr) continue;
+    if (!coordinator->HasExited()) kill(coordinator->pid(), SIGCONT);
+    coordinator->Terminate(absl::Seconds(3));
+    coordinator->Wait();
   }
 }
 
@@ -334,47 +346,43 @@ absl::Status Cluster::RestartWorker(int i) {
 }
 
 absl::StatusOr<std::vector<v1::WorkerStatus>> Cluster::ListWorkers() {
-  grpc::ClientContext context;
-  AddToken(&context);
-  context.set_deadline(DeadlineIn(kRpcTimeout));
   v1::ListWorkersResponse response;
-  grpc::Status status = jobs_->ListWorkers(&context, v1::ListWorkersRequest(), &response);
+  grpc::Status status = CallJobs([&](v1::JobService::Stub& jobs, grpc::ClientContext* context) {
+    return jobs.ListWorkers(context, v1::ListWorkersRequest(), &response);
+  });
   if (!status.ok()) return ToStatus(status, "ListWorkers");
   return std::vector<v1::WorkerStatus>(response.workers().begin(), response.workers().end());
 }
 
 absl::StatusOr<std::string> Cluster::Submit(const v1::JobSpec& spec) {
-  grpc::ClientContext context;
-  AddToken(&context);
-  context.set_deadline(DeadlineIn(kRpcTimeout));
   v1::SubmitJobRequest request;
   *request.mutable_spec() = spec;
   v1::SubmitJobResponse response;
-  grpc::Status status = jobs_->SubmitJob(&context, request, &response);
+  grpc::Status status = CallJobs([&](v1::JobService::Stub& jobs, grpc::ClientContext* context) {
+    return jobs.SubmitJob(context, request, &response);
+  });
   if (!status.ok()) return ToStatus(status, "SubmitJob");
   return response.job_id();
 }
 
 absl::StatusOr<v1::JobStatus> Cluster::GetJob(const std::string& job_id) {
-  grpc::ClientContext context;
-  AddToken(&context);
-  context.set_deadline(DeadlineIn(kRpcTimeout));
   v1::GetJobRequest request;
   request.set_job_id(job_id);
   v1::GetJobResponse response;
-  grpc::Status status = jobs_->GetJob(&context, request, &response);
+  grpc::Status status = CallJobs([&](v1::JobService::Stub& jobs, grpc::ClientContext* context) {
+    return jobs.GetJob(context, request, &response);
+  });
   if (!status.ok()) return ToStatus(status, "GetJob");
   return response.job();
 }
 
 absl::StatusOr<v1::GetJobMetricsResponse> Cluster::GetMetrics(const std::string& job_id) {
-  grpc::ClientContext context;
-  AddToken(&context);
-  context.set_deadline(DeadlineIn(kRpcTimeout));
   v1::GetJobMetricsRequest request;
   request.set_job_id(job_id);
   v1::GetJobMetricsResponse response;
-  grpc::Status status = jobs_->GetJobMetrics(&context, request, &response);
+  grpc::Status status = CallJobs([&](v1::JobService::Stub& jobs, grpc::ClientContext* context) {
+    return jobs.GetJobMetrics(context, request, &response);
+  });
   if (!status.ok()) return ToStatus(status, "GetJobMetrics");
   return response;
 }
@@ -390,7 +398,9 @@ absl::Status Cluster::WaitForState(const std::string& job_id, v1::JobState state
     v1::GetJobRequest request;
     request.set_job_id(job_id);
     v1::GetJobResponse response;
-    if (jobs_->GetJob(&context, request, &response).ok()) {
+    const grpc::Status status = Jobs()->GetJob(&context, request, &response);
+    Follow(context, status);
+    if (status.ok()) {
       seen = response.job().state();
       if (seen == state) return absl::OkStatus();
       if (IsTerminal(seen)) break;
@@ -418,7 +428,8 @@ JobHistory Cluster::WaitForEnd(const std::string& job_id, absl::Duration timeout
     request.set_wait_timeout_ms(
         static_cast<uint32_t>(std::max<int64_t>(1, absl::ToInt64Milliseconds(wait))));
     v1::WatchJobResponse response;
-    if (!jobs_->WatchJob(&context, request, &response).ok()) {
+    if (const grpc::Status status = Jobs()->WatchJob(&context, request, &response); !status.ok()) {
+      Follow(context, status);
       absl::SleepFor(kPollPause);
       continue;
     }
@@ -448,7 +459,8 @@ absl::Status Cluster::WaitForIdleWorkers(int n, absl::Duration timeout) {
     AddToken(&context);
     context.set_deadline(DeadlineIn(kRpcTimeout));
     v1::ListWorkersResponse response;
-    grpc::Status status = jobs_->ListWorkers(&context, v1::ListWorkersRequest(), &response);
+    grpc::Status status = Jobs()->ListWorkers(&context, v1::ListWorkersRequest(), &response);
+    Follow(context, status);
     if (status.ok()) {
       int idle = 0;
       for (const v1::WorkerStatus& worker : response.workers()) {
@@ -463,6 +475,75 @@ absl::Status Cluster::WaitForIdleWorkers(int n, absl::Duration timeout) {
       return absl::DeadlineExceededError(absl::StrCat("workers never became idle: ", last));
     }
     absl::SleepFor(kPollPause * 2);
+  }
+}
+
+v1::JobService::Stub* Cluster::Jobs() {
+  const std::string target = tracker_->current();
+  std::unique_ptr<v1::JobService::Stub>& stub = stubs_[target];
+  if (stub == nullptr) stub = v1::JobService::NewStub(grpc::CreateChannel(target, credentials_));
+  return stub.get();
+}
+
+bool Cluster::Follow(const grpc::ClientContext& context, const grpc::Status& status) {
+  // DEADLINE_EXCEEDED: a coordinator that does not answer (stopped) is left like a dead one.
+  if ((status.error_code() != grpc::StatusCode::UNAVAILABLE &&
+       status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) ||
+      addresses_.size() < 2) {
+    return false;
+  }
+  std::string hint;
+  const auto& trailers = context.GetServerTrailingMetadata();
+  if (auto it = trailers.find(kLeaderMetadataKey); it != trailers.end()) {
+    hint = std::string(it->second.data(), it->second.size());
+  }
+  tracker_->OnRefused(tracker_->current(), hint);
+  // Without a hint the coordinator is down or between roles: give it a moment.
+  if (hint.empty()) absl::SleepFor(kPollPause * 5);
+  return true;
+}
+
+template <typename Call>
+grpc::Status Cluster::CallJobs(Call call) {
+  // A failover takes the lease TTL and a start: calls retry across it.
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (true) {
+    grpc::ClientContext context;
+    AddToken(&context);
+    context.set_deadline(DeadlineIn(kRpcTimeout));
+    grpc::Status status = call(*Jobs(), &context);
+    if (!Follow(context, status) || absl::Now() > deadline) return status;
+  }
+}
+
+pid_t Cluster::CoordinatorPid(int i) const { return coordinators_.at(i)->pid(); }
+
+absl::Status Cluster::SignalCoordinator(int i, int signal) {
+  if (kill(CoordinatorPid(i), signal) != 0) {
+    return absl::InternalError(absl::StrCat("kill(", CoordinatorPid(i), ", ", signal,
+                                            "): ", strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> Cluster::LeaderIndex(absl::Duration timeout, int except) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    for (int i = 0; i < static_cast<int>(addresses_.size()); ++i) {
+      if (i == except) continue;
+      // Asked directly: a standby answers UNAVAILABLE, the leader answers.
+      grpc::ClientContext context;
+      AddToken(&context);
+      context.set_deadline(DeadlineIn(absl::Seconds(1)));
+      v1::ListWorkersResponse response;
+      auto stub = v1::JobService::NewStub(grpc::CreateChannel(addresses_[i], credentials_));
+      if (stub->ListWorkers(&context, v1::ListWorkersRequest(), &response).ok()) return i;
+    }
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "no coordinator led within ", absl::FormatDuration(timeout)));
+    }
+    absl::SleepFor(kPollPause * 5);
   }
 }
 

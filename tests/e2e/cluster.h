@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "common/coordinator_addresses.h"
 #include "proto/ringleader.grpc.pb.h"
 #include "worker/daemon/child_process.h"
 
@@ -42,6 +43,10 @@ struct ClusterOptions {
   absl::Duration start_timeout = absl::Seconds(30);
   // Extra flags of the coordinator (e.g. --state_dir=...).
   std::vector<std::string> coordinator_flags;
+  // Coordinators started, each on a port of its own with the same flags. More than one needs
+  // --store=etcd among coordinator_flags: one leads, the others stand by. The workers, the CLI
+  // and the cluster's own calls get the list (address()) and follow the leader.
+  int coordinators = 1;
   // Whether the coordinator is started with --allow_fault_injection (accepts model.faults).
   bool allow_fault_injection = true;
   // Plaintext gRPC (--insecure everywhere) instead of the default mutual TLS with certificates
@@ -84,7 +89,15 @@ class Cluster {
   static absl::StatusOr<std::unique_ptr<Cluster>> Start(const ClusterOptions& options);
   ~Cluster();  // stops every process
 
+  // The coordinator's "host:port"; with several, the list "a,b,c".
   const std::string& address() const { return address_; }
+  // Coordinator i's own "host:port", its process, a signal to it (SIGKILL, SIGSTOP, SIGCONT).
+  const std::string& coordinator_address(int i) const { return addresses_.at(i); }
+  pid_t CoordinatorPid(int i) const;
+  absl::Status SignalCoordinator(int i, int signal);
+  // The coordinator that leads (answers the JobService itself), waiting up to `timeout` for
+  // one, skipping `except` (-1: none). Errors: DEADLINE_EXCEEDED.
+  absl::StatusOr<int> LeaderIndex(absl::Duration timeout, int except = -1);
 
   // SIGKILLs the coordinator and starts it again on the same address with the same flags,
   // `down_for` later.
@@ -149,16 +162,29 @@ class Cluster {
   void AddToken(grpc::ClientContext* context) const;
 
   std::string dir_;
-  absl::Status StartCoordinator(const std::string& listen, absl::Time deadline);
+  // Starts coordinator `index` (0 .. coordinators-1) on `listen`.
+  absl::Status StartCoordinator(int index, const std::string& listen, absl::Time deadline);
+  // The JobService of the coordinator the cluster's calls go to now.
+  v1::JobService::Stub* Jobs();
+  // After a JobService call ended with `status`: with several coordinators, an UNAVAILABLE
+  // moves the calls to the leader a standby named in `context`'s trailing metadata, or to the
+  // next coordinator; whether to send the call again.
+  bool Follow(const grpc::ClientContext& context, const grpc::Status& status);
+  // A unary JobService call, sent again (Follow) until it is answered or a failover's time
+  // passed.
+  template <typename Call>
+  grpc::Status CallJobs(Call call);
 
   ClusterOptions options_;
   int coordinator_starts_ = 0;
   std::string address_;
-  std::unique_ptr<ChildProcess> coordinator_;
+  std::vector<std::string> addresses_;  // by coordinator
+  std::vector<std::unique_ptr<ChildProcess>> coordinators_;
+  std::unique_ptr<LeaderTracker> tracker_;
+  std::map<std::string, std::unique_ptr<v1::JobService::Stub>> stubs_;  // by address
+  std::shared_ptr<grpc::ChannelCredentials> credentials_;
   std::vector<std::unique_ptr<ChildProcess>> workers_;
   std::vector<std::vector<std::string>> worker_argv_;  // for RestartWorker
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::JobService::Stub> jobs_;
   int cli_runs_ = 0;
 };
 
