@@ -34,8 +34,13 @@ absl::StatusOr<std::unique_ptr<GrpcServer>> GrpcServer::StartStandby(
     b.RegisterCallbackGenericService(server->standby_.get());
   });
   if (!built.ok()) return built;
-  // A standby serves no service: health probes (a load balancer's) route to the leader.
-  server->server_->GetHealthCheckService()->SetServingStatus(false);
+  // A standby serves no service: health probes (a load balancer's) route to the leader. The
+  // services are named NOT_SERVING rather than left unknown (NOT_FOUND), as the leader names
+  // them SERVING: a per-service probe sees the same states on every coordinator.
+  grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
+  for (const char* service : {"", kWorkerServiceName, kJobServiceName}) {
+    health->SetServingStatus(service, false);
+  }
   return server;
 }
 
