@@ -23,8 +23,9 @@ class RefusingReactor : public grpc::ServerGenericBidiReactor {
 
 }  // namespace
 
-StandbyService::StandbyService(std::string self, std::function<std::string()> leader)
-    : self_(std::move(self)), leader_(std::move(leader)) {}
+StandbyService::StandbyService(std::string self, std::function<std::string()> leader,
+                               std::function<std::string()> why_no_leader)
+    : self_(std::move(self)), leader_(std::move(leader)), why_no_leader_(std::move(why_no_leader)) {}
 
 grpc::Status StandbyService::Refusal(const std::string& method,
                                      grpc::GenericCallbackServerContext* context) {
@@ -37,11 +38,13 @@ grpc::Status StandbyService::Refusal(const std::string& method,
   }
   const std::string leader = leader_ ? leader_() : "";
   if (leader.empty()) {
+    const std::string why = why_no_leader_ ? why_no_leader_() : "";
     return grpc::Status(
         grpc::StatusCode::UNAVAILABLE,
         absl::StrCat("coordinator ", self_,
                      " is a standby; no leader is elected yet (retry shortly, or another "
-                     "coordinator of the list)"));
+                     "coordinator of the list)",
+                     why.empty() ? "" : absl::StrCat(": ", why)));
   }
   if (context != nullptr) context->AddTrailingMetadata(kLeaderMetadataKey, leader);
   return grpc::Status(grpc::StatusCode::UNAVAILABLE,

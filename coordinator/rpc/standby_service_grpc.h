@@ -29,7 +29,10 @@ class StandbyService : public grpc::CallbackGenericService {
  public:
   // `self`: this coordinator's advertised "host:port" (for the message). `leader`: the current
   // leader's "host:port", or "" while no leader is known.
-  StandbyService(std::string self, std::function<std::string()> leader);
+  // `why_no_leader` (optional): why no leader is known, appended to that refusal (e.g. etcd
+  // cannot be reached).
+  StandbyService(std::string self, std::function<std::string()> leader,
+                 std::function<std::string()> why_no_leader = nullptr);
 
   grpc::ServerGenericBidiReactor* CreateReactor(
       grpc::GenericCallbackServerContext* context) override;
@@ -41,6 +44,7 @@ class StandbyService : public grpc::CallbackGenericService {
  private:
   const std::string self_;
   const std::function<std::string()> leader_;
+  const std::function<std::string()> why_no_leader_;
 };
 
 }  // namespace ringleader

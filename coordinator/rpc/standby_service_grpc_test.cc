@@ -133,5 +133,16 @@ TEST_F(StandbyServiceTest, OtherServicesAreUnimplemented) {
   EXPECT_EQ(LeaderOf(context), "<absent>");
 }
 
+TEST(StandbyRefusalTest, WithoutLeaderTheReasonIsGiven) {
+  StandbyService standby(
+      "10.0.0.2:7070", [] { return std::string(); },
+      [] { return std::string("etcd at http://10.0.0.9:2379: no endpoint answered"); });
+  const grpc::Status status = standby.Refusal("/ringleader.v1.JobService/GetJob", nullptr);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("no leader is elected yet (retry shortly, or another coordinator of the "
+                        "list): etcd at http://10.0.0.9:2379: no endpoint answered"));
+}
+
 }  // namespace
 }  // namespace ringleader

@@ -111,9 +111,14 @@ std::string HaCoordinator::MetricsText() const {
 
 absl::Status HaCoordinator::StartStandbyServers() {
   auto standby = std::make_unique<StandbyService>(
-      advertise_.empty() ? options_.server.listen : advertise_, [this] {
+      advertise_.empty() ? options_.server.listen : advertise_,
+      [this] {
         absl::MutexLock lock(&mu_);
         return last_leader_;
+      },
+      [this] {
+        absl::MutexLock lock(&mu_);
+        return no_leader_reason_;
       });
   std::shared_ptr<grpc::ServerCredentials> credentials =
       options_.server.credentials != nullptr ? options_.server.credentials
@@ -155,9 +160,12 @@ void HaCoordinator::Run() {
     if (outcome.change == LeaderElection::Change::kElected) BecomeLeader();
     if (outcome.change == LeaderElection::Change::kDeposed) StepDown(outcome.reason);
     const std::string leader = election_->leader();
+    const absl::Status error = election_->last_error();
     {
       absl::MutexLock lock(&mu_);
       last_leader_ = leader;
+      no_leader_reason_ = error.ok() ? "" : absl::StrCat("this coordinator cannot read the "
+                                                         "leader key: ", error.message());
       if (!leader.empty() && leader != last_known) {
         if (!last_known.empty()) ++leader_changes_;
         last_known = leader;

@@ -112,6 +112,7 @@ class HaCoordinator {
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   int64_t leader_changes_ ABSL_GUARDED_BY(mu_) = 0;
   std::string last_leader_ ABSL_GUARDED_BY(mu_);
+  std::string no_leader_reason_ ABSL_GUARDED_BY(mu_);  // the election's last etcd error
   std::unique_ptr<CoordinatorServer> leader_server_ ABSL_GUARDED_BY(mu_);
   // Election thread only (and Start/Shutdown once it is joined).
   std::unique_ptr<GrpcServer> standby_grpc_;
