@@ -149,6 +149,9 @@ int RunSubmit(const SubmitOptions& options, JobClient& client, const CommandEnvi
 int RunPlan(const SubmitOptions& options, const CommandEnvironment& env);
 // The table `plan` prints.
 std::string FormatMemoryPlan(const v1::MemoryPlan& plan, const v1::JobSpec& spec);
+// `status` and `workers` end with "coordinator: HOST:PORT (leader)" when the client names the
+// coordinator that answered (JobClient::AnsweringLeader: several coordinators were given, or a
+// standby sent the call on); not with --output json.
 int RunStatus(const std::string& job_id, JobClient& client, const CommandEnvironment& env);
 // Follows the job to a terminal state, then prints the coordinator's verdict; exit 0 only when
 // the job SUCCEEDED and the verdict is PASS or WARN.

@@ -282,6 +282,32 @@ TEST_F(CommandsTest, ListAndWorkersTables) {
   EXPECT_THAT(out_.str(), HasSubstr("w-0     node0  host0  BUSY   cpu:0    j-3  0     300ms"));
 }
 
+TEST_F(CommandsTest, StatusAndWorkersNameTheLeaderThatAnswered) {
+  client_.answering_leader = "10.0.0.2:7070";
+  v1::GetJobResponse job;
+  *job.mutable_job() = RunningJob();
+  EXPECT_CALL(client_, Get("j-3")).WillOnce(Return(job));
+  EXPECT_EQ(RunStatus("j-3", client_, env_), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("fmnist"));
+  EXPECT_THAT(out_.str(), testing::EndsWith("\ncoordinator: 10.0.0.2:7070 (leader)\n"));
+  out_.str("");
+  EXPECT_CALL(client_, ListWorkers()).WillOnce(Return(v1::ListWorkersResponse()));
+  EXPECT_EQ(RunWorkers(client_, env_), kExitOk);
+  EXPECT_EQ(out_.str(), "no workers registered\ncoordinator: 10.0.0.2:7070 (leader)\n");
+  // JSON stays the API's message alone.
+  out_.str("");
+  env_.json = true;
+  EXPECT_CALL(client_, ListWorkers()).WillOnce(Return(v1::ListWorkersResponse()));
+  EXPECT_EQ(RunWorkers(client_, env_), kExitOk);
+  EXPECT_THAT(out_.str(), testing::Not(HasSubstr("coordinator:")));
+}
+
+TEST_F(CommandsTest, ASingleCoordinatorIsNotNamed) {
+  EXPECT_CALL(client_, ListWorkers()).WillOnce(Return(v1::ListWorkersResponse()));
+  EXPECT_EQ(RunWorkers(client_, env_), kExitOk);
+  EXPECT_EQ(out_.str(), "no workers registered\n");
+}
+
 TEST_F(CommandsTest, StatusSaysWhyAQueuedJobWaits) {
   v1::GetJobResponse response;
   *response.mutable_job() = QueuedJob();

@@ -125,6 +125,11 @@ class GrpcJobClient : public JobClient {
     return Call(kWrites, &v1::JobService::Stub::UncordonWorker, request, absl::ZeroDuration());
   }
 
+  std::string AnsweringLeader() const override {
+    absl::MutexLock lock(&answered_mu_);
+    return answering_leader_;
+  }
+
  private:
   template <typename Request, typename Response>
   using Method = grpc::Status (v1::JobService::Stub::*)(grpc::ClientContext*, const Request&,
@@ -141,7 +146,10 @@ class GrpcJobClient : public JobClient {
       std::string leader;
       Response response;
       grpc::Status status = CallOnce(address, method, request, extra, &response, &leader);
-      if (status.ok()) return response;
+      if (status.ok()) {
+        NoteAnswered(address, redirects > 0);
+        return response;
+      }
       if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return FromGrpcStatus(status);
       if (leader == address) leader.clear();  // not a standby's hint: the leader itself failed
       tracker_.OnRefused(address, leader);
@@ -154,6 +162,14 @@ class GrpcJobClient : public JobClient {
       }
       return FromGrpcStatus(status);
     }
+  }
+
+  // `address` answered a call: the leader, worth naming when there was a choice (see
+  // AnsweringLeader in job_client.h).
+  void NoteAnswered(const std::string& address, bool redirected) {
+    const bool named = (redirected || tracker_.size() > 1) && address != kGivenChannel;
+    absl::MutexLock lock(&answered_mu_);
+    answering_leader_ = named ? address : "";
   }
 
   // One unary call to `address` with deadline = now + call_timeout + extra (the server-side
@@ -196,6 +212,8 @@ class GrpcJobClient : public JobClient {
   LeaderTracker tracker_;
   absl::Mutex stubs_mu_;
   std::map<std::string, std::unique_ptr<v1::JobService::Stub>> stubs_ ABSL_GUARDED_BY(stubs_mu_);
+  mutable absl::Mutex answered_mu_;
+  std::string answering_leader_ ABSL_GUARDED_BY(answered_mu_);
 };
 
 }  // namespace

@@ -15,7 +15,8 @@
 // the next address; the calls that only read (status, list, watch, logs, metrics, debug) are
 // then tried on each remaining address once, the others (submit, cancel, uncordon, doctor) are
 // not sent again: the coordinator may have executed them before the connection broke. With a
-// single address every call is made once, as before.
+// single address every call is made once, as before. AnsweringLeader names the coordinator that
+// answered the last call when there was a choice (a list, or a standby's hint).
 #ifndef RINGLEADER_CLIENT_GRPC_JOB_CLIENT_H_
 #define RINGLEADER_CLIENT_GRPC_JOB_CLIENT_H_
 

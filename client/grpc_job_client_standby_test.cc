@@ -8,10 +8,12 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "client/commands.h"
 #include "client/grpc_job_client.h"
 #include "coordinator/rpc/standby_service_grpc.h"
 #include "gmock/gmock.h"
@@ -159,6 +161,33 @@ TEST_F(JobClientStandbyTest, ADeadFirstAddressFailsASubmissionButTheNextCallMove
   EXPECT_EQ(leader_.submits, 0);
   ASSERT_TRUE(client->Submit(Spec()).ok());
   EXPECT_EQ(leader_.submits, 1);
+}
+
+TEST_F(JobClientStandbyTest, TheAnsweringLeaderIsNamedOnlyWhenThereWasAChoice) {
+  auto alone = NewGrpcJobClient(leader_address_, options_);
+  ASSERT_TRUE(alone->Get("j-1").ok());
+  EXPECT_EQ(alone->AnsweringLeader(), "");
+
+  auto redirected = NewGrpcJobClient(standby_address_, options_);
+  EXPECT_EQ(redirected->AnsweringLeader(), "");
+  ASSERT_TRUE(redirected->Get("j-1").ok());
+  EXPECT_EQ(redirected->AnsweringLeader(), leader_address_);
+
+  auto listed = NewGrpcJobClient(absl::StrCat(DeadAddress(), ",", leader_address_), options_);
+  ASSERT_TRUE(listed->Get("j-1").ok());
+  EXPECT_EQ(listed->AnsweringLeader(), leader_address_);
+}
+
+TEST_F(JobClientStandbyTest, StatusNamesTheLeaderAStandbySentItTo) {
+  auto client = NewGrpcJobClient(absl::StrCat(standby_address_, ",", leader_address_), options_);
+  std::ostringstream out, err;
+  CommandEnvironment env;
+  env.out = &out;
+  env.err = &err;
+  EXPECT_EQ(RunStatus("j-1", *client, env), kExitOk) << err.str();
+  EXPECT_THAT(out.str(), testing::EndsWith(absl::StrCat("\ncoordinator: ", leader_address_,
+                                                        " (leader)\n")));
+  EXPECT_EQ(leader_.gets, 1);
 }
 
 TEST_F(JobClientStandbyTest, EveryAddressDeadIsUnavailable) {

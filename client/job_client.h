@@ -75,6 +75,13 @@ class JobClient {
   virtual absl::StatusOr<v1::UncordonWorkerResponse> Uncordon(const std::string& worker) {
     return absl::UnimplementedError("UncordonWorker: not implemented by this client");
   }
+
+  // The "host:port" of the coordinator that answered the last successful call, when it matters
+  // which one did: the client was given several coordinators, or a standby sent the call on to
+  // the leader. The one that answered is then the leader (a standby answers nothing). "" with a
+  // single coordinator that answered itself, before any call, or from a client that does not
+  // know (this default).
+  virtual std::string AnsweringLeader() const { return ""; }
 };
 
 }  // namespace ringleader

@@ -25,6 +25,10 @@ class MockJobClient : public JobClient {
               (override));
   MOCK_METHOD(absl::StatusOr<v1::DebugJobResponse>, Debug,
               (const std::string& job_id, uint32_t wait_ms), (override));
+
+  // What AnsweringLeader returns (a plain value, not an expectation: any command may ask).
+  std::string answering_leader;
+  std::string AnsweringLeader() const override { return answering_leader; }
 };
 
 }  // namespace ringleader

@@ -103,6 +103,13 @@ void AppendMemory(const v1::JobStatus& job, std::string* text) {
                   "counters):\n  activations, scratch and library buffers included\n");
 }
 
+// "coordinator: HOST:PORT (leader)" when the client had a choice of coordinators (a list, or a
+// standby that sent the call on): which one answered. Nothing for a single coordinator.
+void PrintAnsweringLeader(const JobClient& client, const CommandEnvironment& env) {
+  const std::string leader = client.AnsweringLeader();
+  if (!leader.empty()) *env.out << "coordinator: " << leader << " (leader)\n";
+}
+
 }  // namespace
 
 std::string FormatJobStatus(const v1::JobStatus& job) {
@@ -202,6 +209,7 @@ int RunStatus(const std::string& job_id, JobClient& client, const CommandEnviron
   if (!response.ok()) return ReportError(response.status(), "cannot get job " + job_id, env);
   if (env.json) return PrintJson(response->job(), env);
   *env.out << FormatJobStatus(response->job());
+  PrintAnsweringLeader(client, env);
   return kExitOk;
 }
 
@@ -282,6 +290,7 @@ int RunWorkers(JobClient& client, const CommandEnvironment& env) {
   if (env.json) return PrintJson(*response, env);
   if (response->workers_size() == 0) {
     *env.out << "no workers registered\n";
+    PrintAnsweringLeader(client, env);
     return kExitOk;
   }
   Table table({"WORKER", "NAME", "HOST", "STATE", "DEVICES", "JOB", "RANK", "HEARTBEAT"});
@@ -302,6 +311,7 @@ int RunWorkers(JobClient& client, const CommandEnvironment& env) {
     heading = true;
     *env.out << "  " << worker.name() << ": " << worker.quarantine_reason() << "\n";
   }
+  PrintAnsweringLeader(client, env);
   return kExitOk;
 }
 
