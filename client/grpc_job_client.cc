@@ -1,11 +1,14 @@
 #include "client/grpc_job_client.h"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "common/coordinator_addresses.h"
 #include "proto/ringleader.grpc.pb.h"
@@ -23,6 +26,8 @@ constexpr int kMaxRedirects = 4;
 enum class OnOtherCoordinators { kRetry, kDoNotRetry };
 constexpr auto kReads = OnOtherCoordinators::kRetry;
 constexpr auto kWrites = OnOtherCoordinators::kDoNotRetry;
+// How long a write waits for a connection to a coordinator of a list before trying the next.
+constexpr absl::Duration kConnectTimeout = absl::Seconds(3);
 
 class GrpcJobClient : public JobClient {
  public:
@@ -143,6 +148,17 @@ class GrpcJobClient : public JobClient {
     size_t tried_without_hint = 1;
     for (;;) {
       const std::string address = tracker_.current();
+      // A write is not sent again after UNAVAILABLE (it may have run), so with a list it goes
+      // only over a connection that is up: a coordinator that cannot be reached is skipped
+      // before anything is sent.
+      if (others == OnOtherCoordinators::kDoNotRetry && tracker_.size() > 1 &&
+          !Reachable(address)) {
+        tracker_.OnRefused(address, "");
+        if (++tried_without_hint <= tracker_.size()) continue;
+        return absl::UnavailableError(absl::StrCat(
+            "no coordinator of the list answered (", absl::StrJoin(tracker_.addresses(), ","),
+            "): nothing was sent"));
+      }
       std::string leader;
       Response response;
       grpc::Status status = CallOnce(address, method, request, extra, &response, &leader);
@@ -192,6 +208,21 @@ class GrpcJobClient : public JobClient {
     return status;
   }
 
+  // Whether a connection to `address` is up, or comes up within the call timeout (at most
+  // kConnectTimeout).
+  bool Reachable(const std::string& address) {
+    StubFor(address);
+    std::shared_ptr<grpc::Channel> channel;
+    {
+      absl::MutexLock lock(&stubs_mu_);
+      channel = channels_[address];
+    }
+    if (channel == nullptr) return true;  // the given channel: nothing to choose from
+    const absl::Duration wait = std::min(options_.call_timeout, kConnectTimeout);
+    return channel->WaitForConnected(std::chrono::system_clock::now() +
+                                     absl::ToChronoMilliseconds(wait));
+  }
+
   // The stub of `address`, its channel created on first use; stubs live as long as this.
   v1::JobService::Stub* StubFor(const std::string& address) {
     absl::MutexLock lock(&stubs_mu_);
@@ -203,7 +234,10 @@ class GrpcJobClient : public JobClient {
       // Answers can be large (a long job's metrics, every job's status): up to 256 MiB.
       grpc::ChannelArguments args;
       args.SetMaxReceiveMessageSize(256 << 20);
-      stub = v1::JobService::NewStub(grpc::CreateCustomChannel(address, credentials, args));
+      std::shared_ptr<grpc::Channel> channel =
+          grpc::CreateCustomChannel(address, credentials, args);
+      channels_[address] = channel;
+      stub = v1::JobService::NewStub(std::move(channel));
     }
     return stub.get();
   }
@@ -212,6 +246,7 @@ class GrpcJobClient : public JobClient {
   LeaderTracker tracker_;
   absl::Mutex stubs_mu_;
   std::map<std::string, std::unique_ptr<v1::JobService::Stub>> stubs_ ABSL_GUARDED_BY(stubs_mu_);
+  std::map<std::string, std::shared_ptr<grpc::Channel>> channels_ ABSL_GUARDED_BY(stubs_mu_);
   mutable absl::Mutex answered_mu_;
   std::string answering_leader_ ABSL_GUARDED_BY(answered_mu_);
 };

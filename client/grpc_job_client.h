@@ -14,8 +14,10 @@
 // such hops per call at most). An UNAVAILABLE without a hint (connection refused) moves on to
 // the next address; the calls that only read (status, list, watch, logs, metrics, debug) are
 // then tried on each remaining address once, the others (submit, cancel, uncordon, doctor) are
-// not sent again: the coordinator may have executed them before the connection broke. With a
-// single address every call is made once, as before. AnsweringLeader names the coordinator that
+// not sent again: the coordinator may have executed them before the connection broke. So that a
+// dead first address does not fail every write, with a list a write is sent only over a
+// connection that is up (waiting at most 3 s for it); an address that cannot be reached is
+// skipped before anything is sent. With a single address every call is made once, as before. AnsweringLeader names the coordinator that
 // answered the last call when there was a choice (a list, or a standby's hint).
 #ifndef RINGLEADER_CLIENT_GRPC_JOB_CLIENT_H_
 #define RINGLEADER_CLIENT_GRPC_JOB_CLIENT_H_

@@ -71,7 +71,7 @@ LeaderElection::Outcome LeaderElection::StepAsLeader() {
     absl::StatusOr<absl::Duration> renewed = kv_->LeaseKeepAlive(lease_);
     if (renewed.ok()) {
       renewed_at_ = now;
-      next_renewal_ = now + options_.lease_ttl / 3;
+      next_renewal_ = now + options_.lease_ttl / 2;
       SetError(absl::OkStatus());
     } else if (absl::IsNotFound(renewed.status())) {
       lease_ = 0;
@@ -93,7 +93,7 @@ LeaderElection::Outcome LeaderElection::StepAsLeader() {
 
 LeaderElection::Outcome LeaderElection::Elect(int64_t create_revision, absl::Time renewed_at) {
   renewed_at_ = renewed_at;
-  next_renewal_ = renewed_at + options_.lease_ttl / 3;
+  next_renewal_ = renewed_at + options_.lease_ttl / 2;
   auto fence = std::make_shared<LeaderFence>(
       options_.key, create_revision, [wake = options_.wake](const std::string&) {
         if (wake) wake();

@@ -1,7 +1,7 @@
 // Leader election among coordinators sharing one etcd, with a lease and a fenced term.
 //
 // The leader holds the key `key` (value: its address for clients) attached to its lease of
-// `lease_ttl`, renewed every lease_ttl / 3. The others are standbys: they read the key every
+// `lease_ttl`, renewed every lease_ttl / 2. The others are standbys: they read the key every
 // poll (its value is the leader clients are sent to) and, once it is gone (the leader's lease
 // expired or it resigned), race to create it; etcd lets exactly one create succeed. The
 // revision that created the key names the term: LeaderFence (fenced_kv.h) conditions every
@@ -11,6 +11,10 @@
 //   STANDBY ─────────────────────────> LEADER ─ or not renewed within lease_ttl by our clock ─┐
 //      ^                                                                                       │
 //      └───────────────────────────────────────────────────────────────────────────────────────┘
+//
+// Renewing every TTL/2 rather than more often: a killed leader's lease runs out TTL after its
+// last renewal, so sparser renewals mean a faster failover on average (1.5 to 3 s after the
+// kill at the default TTL); a failed renewal is retried every TTL/10 until the TTL is spent.
 //
 // The clock check makes a leader that cannot reach etcd (partitioned, or etcd without quorum)
 // step down before its lease can have expired in etcd, so it never acts as leader beside a new
@@ -47,7 +51,7 @@ struct LeaderElectionOptions {
   // The leader's lease: how long after its last renewal a silent leader is replaced.
   absl::Duration lease_ttl = absl::Seconds(3);
   // How often a standby reads the key.
-  absl::Duration poll_every = absl::Milliseconds(200);
+  absl::Duration poll_every = absl::Milliseconds(100);
   // Called (from any thread, no lock held) when the term's fence is lost, so the owner calls
   // Step at once instead of at its next poll. Must not block.
   std::function<void()> wake;

@@ -130,11 +130,11 @@ TEST_F(LeaderElectionTest, TheFirstToCampaignLeadsAndTheOtherKnowsWhere) {
   EXPECT_EQ(b->fence(), nullptr);
 
   // Renewals keep the term.
-  clock_.Advance(absl::Seconds(1));
+  clock_.Advance(absl::Milliseconds(1500));
   EXPECT_EQ(a->next_step_in(), absl::ZeroDuration());
   EXPECT_EQ(a->Step().change, Change::kNone);
   EXPECT_TRUE(a->last_error().ok()) << a->last_error();
-  EXPECT_EQ(a->next_step_in(), absl::Seconds(1));
+  EXPECT_EQ(a->next_step_in(), absl::Milliseconds(1500));
   EXPECT_EQ(a->terms_won(), 1);
 }
 
@@ -198,7 +198,7 @@ TEST_F(LeaderElectionTest, ALeaseFoundExpiredAtRenewalDeposes) {
   absl::StatusOr<etcd::RangeResult> held = kv_->Range(read);
   ASSERT_TRUE(held.ok() && held->kvs.size() == 1);
   ASSERT_TRUE(kv_->LeaseRevoke(held->kvs[0].lease).ok());
-  clock_.Advance(absl::Seconds(1));
+  clock_.Advance(absl::Milliseconds(1500));
   const LeaderElection::Outcome deposed = a->Step();
   EXPECT_EQ(deposed.change, Change::kDeposed);
   EXPECT_THAT(deposed.reason, HasSubstr("lease expired"));
@@ -216,11 +216,11 @@ TEST_F(LeaderElectionTest, ALeaderCutOffFromEtcdStepsDownWithinItsTtlAndTakesThe
   FencedEtcdKv a_writes(reachable, a->fence());
 
   reachable->down = true;
-  clock_.Advance(absl::Seconds(1));
+  clock_.Advance(absl::Milliseconds(1500));
   EXPECT_EQ(a->Step().change, Change::kNone);  // a failed renewal alone does not depose
   EXPECT_TRUE(absl::IsUnavailable(a->last_error())) << a->last_error();
   EXPECT_TRUE(a->leading());
-  clock_.Advance(absl::Seconds(2));
+  clock_.Advance(absl::Milliseconds(1500));
   const LeaderElection::Outcome deposed = a->Step();
   EXPECT_EQ(deposed.change, Change::kDeposed);
   EXPECT_THAT(deposed.reason, HasSubstr("could not renew its lease within 3s"));

@@ -55,7 +55,7 @@ struct HaCoordinatorOptions {
   // The leader's lease: a lost leader is replaced this long after its last renewal at most.
   absl::Duration lease_ttl = absl::Seconds(3);
   // How often a standby reads the leader key.
-  absl::Duration poll_every = absl::Milliseconds(200);
+  absl::Duration poll_every = absl::Milliseconds(100);
   // How long a leader stepping down lets its in-flight calls run.
   absl::Duration step_down_grace = absl::Seconds(1);
 };

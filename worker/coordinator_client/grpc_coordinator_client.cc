@@ -43,9 +43,23 @@ GrpcCoordinatorClient::GrpcCoordinatorClient(std::shared_ptr<grpc::Channel> chan
   stubs_[kGivenChannel] = v1::WorkerService::NewStub(std::move(channel));
 }
 
+namespace {
+
+// With several coordinators, a failover (the leader's lease running out, then a standby
+// starting) is a few seconds in which calls are refused at once: short waits between tries
+// reach the new leader soon after it serves, and more tries span the failover.
+GrpcCoordinatorClientOptions ForAList(GrpcCoordinatorClientOptions options, size_t addresses) {
+  if (addresses < 2) return options;
+  options.retry.max_backoff = std::min(options.retry.max_backoff, absl::Milliseconds(500));
+  options.retry.max_attempts = std::max(options.retry.max_attempts, 16);
+  return options;
+}
+
+}  // namespace
+
 GrpcCoordinatorClient::GrpcCoordinatorClient(std::vector<std::string> addresses,
                                              GrpcCoordinatorClientOptions options)
-    : options_(std::move(options)), tracker_(std::move(addresses)) {}
+    : options_(ForAList(std::move(options), addresses.size())), tracker_(std::move(addresses)) {}
 
 GrpcCoordinatorClient::Stub* GrpcCoordinatorClient::StubFor(const std::string& address) {
   absl::MutexLock lock(&stubs_mu_);

@@ -74,6 +74,8 @@
 namespace ringleader {
 
 // Capped exponential backoff for idempotent calls that failed with UNAVAILABLE.
+// With a list of coordinators the waits are capped at 500 ms and at least 16 attempts are made:
+// a failover refuses calls for a few seconds, then the new leader should be found at once.
 struct RetryOptions {
   // Attempts in total, the first included (1 = never retry).
   int max_attempts = 8;
