@@ -46,6 +46,13 @@ absl::Duration LeaderElection::next_step_in() const {
   return left > absl::ZeroDuration() ? left : absl::ZeroDuration();
 }
 
+absl::StatusOr<bool> LeaderElection::AwaitLeaderChange(absl::Duration timeout) {
+  if (leading() || seen_at_revision_ == 0) {
+    return absl::FailedPreconditionError("no leader seen to wait on");
+  }
+  return kv_->AwaitChange(options_.key, seen_at_revision_, timeout);
+}
+
 LeaderElection::Outcome LeaderElection::Step() {
   return leading() ? StepAsLeader() : StepAsStandby();
 }
@@ -115,6 +122,7 @@ LeaderElection::Outcome LeaderElection::StepAsStandby() {
   read.key = options_.key;
   absl::StatusOr<etcd::RangeResult> current = kv_->Range(read);
   if (!current.ok()) {
+    seen_at_revision_ = 0;
     SetError(current.status());
     absl::MutexLock lock(&mu_);
     leader_.clear();
@@ -131,11 +139,13 @@ LeaderElection::Outcome LeaderElection::StepAsStandby() {
       SetError(renewed.status());
       return Outcome{};
     }
+    seen_at_revision_ = current->revision;
     absl::MutexLock lock(&mu_);
     leader_ = key.value;
     last_error_ = absl::OkStatus();
     return Outcome{};
   }
+  seen_at_revision_ = 0;
   // No leader: campaign with a live lease.
   if (lease_ != 0 && !kv_->LeaseKeepAlive(lease_).ok()) lease_ = 0;
   if (lease_ == 0) {

@@ -1,9 +1,10 @@
 // Leader election among coordinators sharing one etcd, with a lease and a fenced term.
 //
 // The leader holds the key `key` (value: its address for clients) attached to its lease of
-// `lease_ttl`, renewed every lease_ttl / 2. The others are standbys: they read the key every
-// poll (its value is the leader clients are sent to) and, once it is gone (the leader's lease
-// expired or it resigned), race to create it; etcd lets exactly one create succeed. The
+// `lease_ttl`, renewed every lease_ttl / 2. The others are standbys: they read the key (its value
+// is the leader clients are sent to), wait on it (AwaitLeaderChange) or poll it, and, once it is
+// gone (the leader's lease expired or it resigned), race to create it; etcd lets exactly one
+// create succeed. The
 // revision that created the key names the term: LeaderFence (fenced_kv.h) conditions every
 // write of the term on it.
 //
@@ -23,7 +24,8 @@
 // once instead of waiting out the TTL.
 //
 // Driven by its owner: Step() does one round (at most a few etcd calls, each bounded by the
-// EtcdKv's own call timeout) and next_step_in() says when to call it again. Thread-safety:
+// EtcdKv's own call timeout) and next_step_in() says when to call it again; a standby may wait
+// on the leader key instead (AwaitLeaderChange). Thread-safety:
 // Step and Resign from the owner's thread; the getters from any thread.
 #ifndef RINGLEADER_COORDINATOR_HA_LEADER_ELECTION_H_
 #define RINGLEADER_COORDINATOR_HA_LEADER_ELECTION_H_
@@ -73,6 +75,12 @@ class LeaderElection {
   Outcome Step();
   // When to call Step again: a standby's poll, or a leader's next renewal.
   absl::Duration next_step_in() const;
+  // A standby that saw a leader: blocks until the leader key changes (the leader's lease ran
+  // out, it resigned) or `timeout` passes, through etcd's Watch, so the next Step campaigns at
+  // once instead of at its next poll. Returns whether it changed. Errors: the EtcdKv's
+  // (UNIMPLEMENTED, UNAVAILABLE: the owner polls instead); FAILED_PRECONDITION while leading or
+  // before a leader was seen. Owner's thread.
+  absl::StatusOr<bool> AwaitLeaderChange(absl::Duration timeout);
   // A leader gives the term up: deletes the key (if still its own) and revokes the lease, so a
   // standby takes over at its next poll. No-op for a standby. Errors: UNAVAILABLE (etcd);
   // the lease then runs out by itself.
@@ -103,6 +111,7 @@ class LeaderElection {
   int64_t lease_ = 0;  // 0: none held
   absl::Time renewed_at_;      // when the last successful renewal was sent
   absl::Time next_renewal_;
+  int64_t seen_at_revision_ = 0;  // the store revision a standby last read a leader at (0: none)
 
   mutable absl::Mutex mu_;
   std::shared_ptr<LeaderFence> fence_ ABSL_GUARDED_BY(mu_);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -269,6 +270,30 @@ TEST_F(LeaderElectionTest, AStandbyThatCannotReadEtcdKnowsNoLeaderAndSaysWhy) {
   EXPECT_EQ(b->Step().change, Change::kNone);
   EXPECT_EQ(b->leader(), "");
   EXPECT_THAT(b->last_error().message(), HasSubstr("etcd at"));
+}
+
+TEST_F(LeaderElectionTest, AStandbyWaitingOnTheLeaderKeyWakesWhenItGoes) {
+  auto a = Coordinator("a:1");
+  auto b = Coordinator("b:1");
+  EXPECT_TRUE(absl::IsFailedPrecondition(b->AwaitLeaderChange(absl::Seconds(1)).status()));
+  ASSERT_EQ(a->Step().change, Change::kElected);
+  ASSERT_EQ(b->Step().change, Change::kNone);
+  // No change: the wait runs out (renewals do not touch the key).
+  clock_.Advance(absl::Milliseconds(1500));
+  ASSERT_EQ(a->Step().change, Change::kNone);
+  absl::StatusOr<bool> quiet = b->AwaitLeaderChange(absl::Milliseconds(300));
+  ASSERT_TRUE(quiet.ok()) << quiet.status();
+  EXPECT_FALSE(*quiet);
+  // The leader resigns while b waits: b wakes long before its timeout and wins the next Step.
+  absl::StatusOr<bool> changed;
+  const absl::Time start = absl::Now();
+  std::thread waiter([&] { changed = b->AwaitLeaderChange(absl::Seconds(30)); });
+  ASSERT_TRUE(a->Resign().ok());
+  waiter.join();
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_TRUE(*changed);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_EQ(b->Step().change, Change::kElected);
 }
 
 }  // namespace

@@ -25,6 +25,10 @@ std::string Dialable(const std::string& address) {
   return absl::StrCat(name, address.substr(colon));
 }
 
+// How long one watch of the leader key lasts (then the standby reads the key again): also how
+// long a standby's Shutdown may wait for it.
+constexpr absl::Duration kWatchFor = absl::Milliseconds(500);
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HaCoordinator>> HaCoordinator::Start(HaCoordinatorOptions options,
@@ -170,9 +174,13 @@ void HaCoordinator::Run() {
         if (!last_known.empty()) ++leader_changes_;
         last_known = leader;
       }
-      auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || wake_; };
-      mu_.AwaitWithTimeout(absl::Condition(&woken), election_->next_step_in());
     }
+    // A standby that knows the leader waits on the leader key (etcd's Watch): it campaigns the
+    // moment the key goes. Otherwise, or when the watch fails, it polls.
+    if (!election_->leading() && election_->AwaitLeaderChange(kWatchFor).ok()) continue;
+    absl::MutexLock lock(&mu_);
+    auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_ || wake_; };
+    mu_.AwaitWithTimeout(absl::Condition(&woken), election_->next_step_in());
   }
 }
 

@@ -9,9 +9,13 @@
 //   - One etcd member of three killed mid-job: nothing visible to the job.
 //   - etcd without quorum for 5 s: a submit is refused naming etcd (never a false success); the
 //     job trains on through it and SUCCEEDS once quorum is back.
+//   - Moving in: a SQLite state dir imported with --import_state_dir; its jobs are there and ids
+//     continue.
 // Every job has max_restarts 0: a lost attempt would fail the job, not hide in a restart.
 #include <signal.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -202,6 +206,39 @@ TEST_F(FailoverE2eTest, EtcdWithoutQuorumRefusesWritesAndTheJobResumesAfter) {
   ExpectSucceededAsOneAttempt(running);
   const CliResult listed = cluster_->RunCli({"list"}, absl::Seconds(30));
   EXPECT_THAT(listed.output, ::testing::Not(HasSubstr("refused")));
+}
+
+TEST(ImportE2eTest, ASqliteStateDirMovesIntoEtcdWithItsJobs) {
+  const std::string state_dir =
+      (std::filesystem::path(std::getenv("TEST_TMPDIR")) / "import-state").string();
+  std::string done_id;
+  {
+    ClusterOptions sqlite;
+    sqlite.coordinator_flags = {"--state_dir=" + state_dir};
+    absl::StatusOr<std::unique_ptr<Cluster>> cluster = Cluster::Start(sqlite);
+    ASSERT_TRUE(cluster.ok()) << cluster.status();
+    absl::StatusOr<std::string> id = (*cluster)->Submit(SmallSyntheticSpec("on-sqlite"));
+    ASSERT_TRUE(id.ok()) << id.status();
+    const JobHistory done = (*cluster)->WaitForEnd(*id, kJobTimeout);
+    ASSERT_EQ(done.final.state(), v1::JOB_STATE_SUCCEEDED) << (*cluster)->LogTails();
+    done_id = *id;
+  }  // the coordinator stops: its state dir is free
+  absl::StatusOr<std::unique_ptr<etcd::EtcdTestCluster>> etcd =
+      etcd::EtcdTestCluster::Start("import", 1);
+  ASSERT_TRUE(etcd.ok()) << etcd.status();
+  ClusterOptions moved;
+  moved.coordinator_flags = {"--store=etcd",
+                             "--etcd_endpoints=" + absl::StrJoin((*etcd)->endpoints(), ","),
+                             "--import_state_dir=" + state_dir};
+  absl::StatusOr<std::unique_ptr<Cluster>> cluster = Cluster::Start(moved);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  absl::StatusOr<v1::JobStatus> job = (*cluster)->GetJob(done_id);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->state(), v1::JOB_STATE_SUCCEEDED);
+  absl::StatusOr<std::string> next = (*cluster)->Submit(SmallSyntheticSpec("on-etcd"));
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_EQ(*next, "job-000002");
+  EXPECT_THAT((*cluster)->LogTails(200), HasSubstr("imported 1 job(s)"));
 }
 
 }  // namespace

@@ -18,6 +18,10 @@ absl::Status EtcdKv::LeaseRevoke(int64_t) {
   return absl::UnimplementedError(absl::StrCat(Describe(), ": leases are not supported"));
 }
 
+absl::StatusOr<bool> EtcdKv::AwaitChange(const std::string&, int64_t, absl::Duration) {
+  return absl::UnimplementedError(absl::StrCat(Describe(), ": watches are not supported"));
+}
+
 Compare Compare::Absent(std::string key) {
   Compare c;
   c.key = std::move(key);

@@ -117,6 +117,13 @@ class EtcdKv {
   virtual absl::StatusOr<absl::Duration> LeaseKeepAlive(int64_t id);
   // Ends lease `id` now, deleting its keys. Errors: UNAVAILABLE (NOT_FOUND is not an error).
   virtual absl::Status LeaseRevoke(int64_t id);
+
+  // Blocks until `key` changes (a put or a delete) at a revision above `after_revision`, or
+  // `timeout` passes (etcd's Watch service). Returns whether it changed; a change that etcd
+  // compacted away counts as one (read it again). Errors: UNAVAILABLE; UNIMPLEMENTED (the
+  // default: callers poll instead).
+  virtual absl::StatusOr<bool> AwaitChange(const std::string& key, int64_t after_revision,
+                                           absl::Duration timeout);
 };
 
 // The range_end that makes [prefix, PrefixEnd(prefix)) every key starting with `prefix`

@@ -115,7 +115,8 @@ absl::StatusOr<std::unique_ptr<EtcdKvGrpc>> EtcdKvGrpc::Create(const EtcdKvGrpcO
     std::shared_ptr<grpc::Channel> channel =
         grpc::CreateCustomChannel(*target, grpc::InsecureChannelCredentials(), args);
     endpoints.push_back(
-        Endpoint{name, etcdserverpb::KV::NewStub(channel), etcdserverpb::Lease::NewStub(channel)});
+        Endpoint{name, etcdserverpb::KV::NewStub(channel), etcdserverpb::Lease::NewStub(channel),
+                 etcdserverpb::Watch::NewStub(channel)});
   }
   return std::unique_ptr<EtcdKvGrpc>(new EtcdKvGrpc(std::move(endpoints), options.call_timeout));
 }
@@ -304,6 +305,46 @@ absl::Status EtcdKvGrpc::LeaseRevoke(int64_t id) {
                                 });
   if (absl::IsNotFound(status)) return absl::OkStatus();
   return status;
+}
+
+absl::StatusOr<bool> EtcdKvGrpc::AwaitChange(const std::string& key, int64_t after_revision,
+                                             absl::Duration timeout) {
+  size_t index;
+  {
+    absl::MutexLock lock(&mu_);
+    index = preferred_;
+  }
+  Endpoint& endpoint = endpoints_[index];
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  // Without a leader the member would hold the watch silently: fail instead.
+  context.AddMetadata("hasleader", "true");
+  std::unique_ptr<grpc::ClientReaderWriter<etcdserverpb::WatchRequest, etcdserverpb::WatchResponse>>
+      stream = endpoint.watch->Watch(&context);
+  etcdserverpb::WatchRequest request;
+  request.mutable_create_request()->set_key(key);
+  request.mutable_create_request()->set_start_revision(after_revision + 1);
+  bool changed = false;
+  if (stream->Write(request)) {
+    etcdserverpb::WatchResponse response;
+    while (stream->Read(&response)) {
+      if (response.canceled() || response.events_size() > 0) {
+        changed = true;
+        break;
+      }
+    }
+  }
+  if (changed) {
+    context.TryCancel();
+    (void)stream->Finish();  // CANCELLED: ours
+    return true;
+  }
+  stream->WritesDone();
+  const grpc::Status status = stream->Finish();
+  // The deadline passed (or the member closed the stream) without a change.
+  if (status.ok() || status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) return false;
+  return absl::UnavailableError(absl::StrCat(Describe(), ": watching ", Printable(key), " on ",
+                                             endpoint.name, ": ", status.error_message()));
 }
 
 }  // namespace ringleader::etcd

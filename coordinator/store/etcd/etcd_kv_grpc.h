@@ -42,12 +42,16 @@ class EtcdKvGrpc : public EtcdKv {
   absl::StatusOr<int64_t> LeaseGrant(absl::Duration ttl) override;  // ttl rounded up to seconds
   absl::StatusOr<absl::Duration> LeaseKeepAlive(int64_t id) override;
   absl::Status LeaseRevoke(int64_t id) override;
+  // On the endpoint that answered last; another endpoint is not tried (the caller reads again).
+  absl::StatusOr<bool> AwaitChange(const std::string& key, int64_t after_revision,
+                                   absl::Duration timeout) override;
 
  private:
   struct Endpoint {
     std::string name;  // as given
     std::unique_ptr<etcdserverpb::KV::Stub> kv;
     std::unique_ptr<etcdserverpb::Lease::Stub> lease;
+    std::unique_ptr<etcdserverpb::Watch::Stub> watch;
   };
   EtcdKvGrpc(std::vector<Endpoint> endpoints, absl::Duration call_timeout);
 
