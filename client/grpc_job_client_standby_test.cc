@@ -1,9 +1,6 @@
 // NewGrpcJobClient over a list of coordinators, on real servers (127.0.0.1, port 0): a standby
 // (coordinator/rpc/standby_service_grpc.h) naming the leader, the leader (a fake JobService),
 // and a port nobody listens on.
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -15,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "client/commands.h"
 #include "client/grpc_job_client.h"
+#include "coordinator/rpc/loopback_servers_test_util.h"
 #include "coordinator/rpc/standby_service_grpc.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -53,40 +51,14 @@ class LeaderJobService final : public v1::JobService::Service {
   std::atomic<int> cancels{0};
 };
 
-std::unique_ptr<grpc::Server> Serve(grpc::Service* service, grpc::CallbackGenericService* generic,
-                                    std::string* address) {
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  if (service != nullptr) builder.RegisterService(service);
-  if (generic != nullptr) builder.RegisterCallbackGenericService(generic);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  *address = absl::StrCat("127.0.0.1:", port);
-  return server;
-}
 
-// A port on 127.0.0.1 that nobody listens on (bound, then released).
-std::string DeadAddress() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
-    close(fd);
-    return "127.0.0.1:1";
-  }
-  close(fd);
-  return absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
-}
 
 class JobClientStandbyTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    leader_server_ = Serve(&leader_, nullptr, &leader_address_);
+    leader_server_ = ServeOnLoopback(&leader_, nullptr, &leader_address_);
     ASSERT_NE(leader_server_, nullptr);
-    standby_server_ = Serve(nullptr, &standby_, &standby_address_);
+    standby_server_ = ServeOnLoopback(nullptr, &standby_, &standby_address_);
     ASSERT_NE(standby_server_, nullptr);
     options_.call_timeout = absl::Seconds(10);
   }
@@ -149,21 +121,21 @@ TEST_F(JobClientStandbyTest, WithoutALeaderTheStandbysRefusalIsReturned) {
 }
 
 TEST_F(JobClientStandbyTest, ADeadFirstAddressPassesAReadToTheSecond) {
-  auto client = NewGrpcJobClient(absl::StrCat(DeadAddress(), ",", leader_address_), options_);
+  auto client = NewGrpcJobClient(absl::StrCat(DeadLoopbackAddress(), ",", leader_address_), options_);
   absl::StatusOr<v1::GetJobResponse> job = client->Get("j-1");
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_EQ(leader_.gets, 1);
 }
 
 TEST_F(JobClientStandbyTest, ADeadFirstAddressIsSkippedBeforeASubmissionIsSent) {
-  auto client = NewGrpcJobClient(absl::StrCat(DeadAddress(), ",", leader_address_), options_);
+  auto client = NewGrpcJobClient(absl::StrCat(DeadLoopbackAddress(), ",", leader_address_), options_);
   absl::StatusOr<v1::SubmitJobResponse> submitted = client->Submit(Spec());
   ASSERT_TRUE(submitted.ok()) << submitted.status();
   EXPECT_EQ(leader_.submits, 1);
 }
 
 TEST_F(JobClientStandbyTest, ASubmissionWithEveryAddressDeadSendsNothing) {
-  auto client = NewGrpcJobClient(absl::StrCat(DeadAddress(), ",", DeadAddress()), options_);
+  auto client = NewGrpcJobClient(absl::StrCat(DeadLoopbackAddress(), ",", DeadLoopbackAddress()), options_);
   const absl::Status status = client->Submit(Spec()).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(status.message(), testing::HasSubstr("nothing was sent"));
@@ -179,7 +151,7 @@ TEST_F(JobClientStandbyTest, TheAnsweringLeaderIsNamedOnlyWhenThereWasAChoice) {
   ASSERT_TRUE(redirected->Get("j-1").ok());
   EXPECT_EQ(redirected->AnsweringLeader(), leader_address_);
 
-  auto listed = NewGrpcJobClient(absl::StrCat(DeadAddress(), ",", leader_address_), options_);
+  auto listed = NewGrpcJobClient(absl::StrCat(DeadLoopbackAddress(), ",", leader_address_), options_);
   ASSERT_TRUE(listed->Get("j-1").ok());
   EXPECT_EQ(listed->AnsweringLeader(), leader_address_);
 }
@@ -197,7 +169,7 @@ TEST_F(JobClientStandbyTest, StatusNamesTheLeaderAStandbySentItTo) {
 }
 
 TEST_F(JobClientStandbyTest, EveryAddressDeadIsUnavailable) {
-  auto client = NewGrpcJobClient(absl::StrCat(DeadAddress(), ",", DeadAddress()), options_);
+  auto client = NewGrpcJobClient(absl::StrCat(DeadLoopbackAddress(), ",", DeadLoopbackAddress()), options_);
   EXPECT_EQ(client->Get("j-1").status().code(), absl::StatusCode::kUnavailable);
 }
 

@@ -1,9 +1,6 @@
 // GrpcCoordinatorClient over a list of coordinators, on real servers (127.0.0.1, port 0): a
 // standby (coordinator/rpc/standby_service_grpc.h) that names the leader, a leader that serves
 // the calls from a FakeCoordinator, and a port nobody listens on.
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -14,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "coordinator/rpc/loopback_servers_test_util.h"
 #include "coordinator/rpc/standby_service_grpc.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -77,59 +75,8 @@ class LeaderService : public v1::WorkerService::Service {
   std::atomic<int> stream_beats{0};
 };
 
-std::unique_ptr<grpc::Server> Serve(grpc::Service* service, grpc::CallbackGenericService* generic,
-                                    std::string* address) {
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  if (service != nullptr) builder.RegisterService(service);
-  if (generic != nullptr) builder.RegisterCallbackGenericService(generic);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  *address = absl::StrCat("127.0.0.1:", port);
-  return server;
-}
 
-// A port on 127.0.0.1 that nobody listens on (bound, then released).
-std::string DeadAddress() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t length = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
-    close(fd);
-    return "127.0.0.1:1";
-  }
-  close(fd);
-  return absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
-}
 
-// A port that accepts connections (the kernel's backlog) but never speaks: a stopped or hung
-// coordinator. Open while the returned socket is.
-struct HungPort {
-  int fd = -1;
-  std::string address;
-  ~HungPort() {
-    if (fd >= 0) close(fd);
-  }
-};
-std::unique_ptr<HungPort> Hung() {
-  auto hung = std::make_unique<HungPort>();
-  hung->fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(addr);
-  if (hung->fd < 0 || bind(hung->fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      listen(hung->fd, 16) != 0 ||
-      getsockname(hung->fd, reinterpret_cast<sockaddr*>(&addr), &length) != 0) {
-    return nullptr;
-  }
-  hung->address = absl::StrCat("127.0.0.1:", ntohs(addr.sin_port));
-  return hung;
-}
 
 v1::ReportProgressRequest Report(uint64_t step) {
   v1::ReportProgressRequest request;
@@ -143,9 +90,9 @@ v1::ReportProgressRequest Report(uint64_t step) {
 class StandbyFollowingTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    leader_server_ = Serve(&leader_, nullptr, &leader_address_);
+    leader_server_ = ServeOnLoopback(&leader_, nullptr, &leader_address_);
     ASSERT_NE(leader_server_, nullptr);
-    standby_server_ = Serve(nullptr, &standby_, &standby_address_);
+    standby_server_ = ServeOnLoopback(nullptr, &standby_, &standby_address_);
     ASSERT_NE(standby_server_, nullptr);
     options_.retry.jitter = 0;
     options_.retry.max_attempts = 4;
@@ -214,7 +161,7 @@ TEST_F(StandbyFollowingTest, WithoutALeaderTheStandbysRefusalIsReturned) {
 
 TEST_F(StandbyFollowingTest, ADeadFirstAddressPassesAnIdempotentCallToTheSecond) {
   auto client =
-      GrpcCoordinatorClient::Create(absl::StrCat(DeadAddress(), ",", leader_address_), options_);
+      GrpcCoordinatorClient::Create(absl::StrCat(DeadLoopbackAddress(), ",", leader_address_), options_);
   v1::JoinJobRequest request;
   request.set_job_id("j");
   request.set_rank(3);
@@ -228,7 +175,7 @@ TEST_F(StandbyFollowingTest, ADeadFirstAddressPassesAnIdempotentCallToTheSecond)
 
 TEST_F(StandbyFollowingTest, ADeadFirstAddressFailsANonIdempotentCallButTheNextOneMovesOn) {
   auto client =
-      GrpcCoordinatorClient::Create(absl::StrCat(DeadAddress(), ",", leader_address_), options_);
+      GrpcCoordinatorClient::Create(absl::StrCat(DeadLoopbackAddress(), ",", leader_address_), options_);
   EXPECT_EQ(client->ReportProgress(Report(1)).status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(leader_.report_calls, 0);
   EXPECT_TRUE(waits_.empty());
@@ -255,7 +202,7 @@ TEST_F(StandbyFollowingTest, TheHeartbeatStreamReopensOnTheLeader) {
 }
 
 TEST_F(StandbyFollowingTest, ACoordinatorThatDoesNotAnswerInTimeIsLeftForTheNextAddress) {
-  std::unique_ptr<HungPort> hung = Hung();
+  std::unique_ptr<LoopbackPort> hung = BindLoopbackPort(/*listening=*/true);
   ASSERT_NE(hung, nullptr);
   options_.call_timeout = absl::Milliseconds(300);
   auto client =
