@@ -73,3 +73,20 @@ case "$(sed -n 's/^status=//p' <<<"$cuda_found")" in
     ;;
   *) echo "setup: third_party/find_cuda.sh failed: $cuda_found" >&2 ;;
 esac
+
+# Slurm (deploy/slurm/ringleader.sbatch; //tests/slurm:slurm_e2e_test starts its own munged,
+# slurmctld and slurmd from these packages on a one-node cluster).
+SLURM_PACKAGES=(slurm-wlm munge)
+missing=()
+for p in "${SLURM_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${#missing[*]} Debian package(s) for Slurm: ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
