@@ -63,10 +63,14 @@ ABSL_FLAG(absl::Duration, peer_failure_grace, absl::Seconds(2),
           "A rank's failure that is a peer's consequence (connection closed by peer, a peer's "
           "abort) waits this long for the peer's own report to name the failure (0 = never).");
 ABSL_FLAG(absl::Duration, restart_backoff, absl::Seconds(1),
-          "A failed job with restarts left (spec max_restarts) is placed again after this long; "
-          "the wait doubles with each further restart of the job.");
+          "A failed job with restarts left (spec max_restarts) is placed again at once, unless "
+          "its failing rank or worker failed it before within --crash_loop_window: then after "
+          "this long, doubling with each further repeat.");
 ABSL_FLAG(absl::Duration, max_restart_backoff, absl::Seconds(30),
           "cap on the doubling restart backoff");
+ABSL_FLAG(absl::Duration, crash_loop_window, absl::Minutes(5),
+          "A job's failure is a crash loop (its restart waits --restart_backoff, doubling) when "
+          "the same rank or worker failed an attempt of the job within this long before.");
 ABSL_FLAG(absl::Duration, coordinator_grace, absl::Seconds(60),
           "How long workers keep their ranks training while this coordinator cannot be reached, "
           "and how long a restarted coordinator waits for a running job's workers to come back "
@@ -226,6 +230,7 @@ int Run() {
   options.allow_fault_injection = absl::GetFlag(FLAGS_allow_fault_injection);
   options.restart_backoff = absl::GetFlag(FLAGS_restart_backoff);
   options.max_restart_backoff = absl::GetFlag(FLAGS_max_restart_backoff);
+  options.crash_loop_window = absl::GetFlag(FLAGS_crash_loop_window);
   options.coordinator_grace = absl::GetFlag(FLAGS_coordinator_grace);
   if (options.coordinator_grace < absl::ZeroDuration()) {
     std::fprintf(stderr, "ringleader-coordinator: --coordinator_grace must be >= 0, got %s\n",
@@ -270,7 +275,8 @@ int Run() {
         CheckPositive("max_wait", options.max_wait),
         CheckPositive("silent_rank_after", options.silent_rank_after),
         CheckPositive("restart_backoff", options.restart_backoff),
-        CheckPositive("max_restart_backoff", options.max_restart_backoff)}) {
+        CheckPositive("max_restart_backoff", options.max_restart_backoff),
+        CheckPositive("crash_loop_window", options.crash_loop_window)}) {
     if (!check.ok()) {
       std::fprintf(stderr, "ringleader-coordinator: %s\n", std::string(check.message()).c_str());
       return 2;

@@ -19,6 +19,77 @@ namespace {
 // How many ranks an "assigned" reason lists by name before abbreviating.
 constexpr int kRanksNamedInReason = 8;
 
+// When a failed job is placed again, and why (the restart policy: options.h).
+struct RestartDelay {
+  absl::Duration backoff = absl::ZeroDuration();
+  // "a first fault of rank 1 on worker b", "rank 1 failed 3 times within 5m: a crash loop"
+  std::string why;
+};
+
+std::string DescribeCulprit(const FailureCulprit& culprit) {
+  if (culprit.rank.has_value() && !culprit.worker.empty()) {
+    return absl::StrCat("rank ", *culprit.rank, " on worker ", culprit.worker);
+  }
+  if (culprit.rank.has_value()) return absl::StrCat("rank ", *culprit.rank);
+  return absl::StrCat("worker ", culprit.worker);
+}
+
+// The current attempt of `status` failed at `now`, attributed to `culprit`: at once for its
+// first fault; for a repeat (an earlier failed attempt of the job within the crash-loop window
+// attributed to the same rank or the same worker; for an unknown culprit, another unknown
+// one), restart_backoff x 2^(repeats-1), at most max_restart_backoff. The history is the
+// job's attempts list (AttemptSummary.failed*), so it survives a coordinator restart.
+RestartDelay DecideRestartDelay(const v1::JobStatus& status, const FailureCulprit& culprit,
+                                absl::Time now, const CoordinatorOptions& options) {
+  const int64_t window_start_ms = absl::ToUnixMillis(now - options.crash_loop_window);
+  int repeats = 0;
+  int by_rank = 0;
+  int by_worker = 0;
+  for (const v1::AttemptSummary& attempt : status.attempts()) {
+    // The attempt failing now has not ended yet; earlier ones outside the window are forgiven.
+    if (!attempt.failed() || attempt.end_time_unix_ms() == 0 ||
+        attempt.end_time_unix_ms() <= window_start_ms) {
+      continue;
+    }
+    const bool attempt_known = attempt.has_failed_rank() || !attempt.failed_worker().empty();
+    const bool same_rank = culprit.rank.has_value() && attempt.has_failed_rank() &&
+                           attempt.failed_rank() == *culprit.rank;
+    const bool same_worker = !culprit.worker.empty() && attempt.failed_worker() == culprit.worker;
+    if (!same_rank && !same_worker && (culprit.known() || attempt_known)) continue;
+    ++repeats;
+    by_rank += same_rank ? 1 : 0;
+    by_worker += same_worker ? 1 : 0;
+  }
+  RestartDelay delay;
+  if (repeats == 0) {
+    delay.why = culprit.known() ? absl::StrCat("a first fault of ", DescribeCulprit(culprit))
+                                : "a first failure of unknown cause";
+    return delay;
+  }
+  delay.backoff = options.restart_backoff;
+  for (int i = 1; i < repeats && delay.backoff < options.max_restart_backoff; ++i) {
+    delay.backoff *= 2;
+  }
+  delay.backoff = std::min(delay.backoff, options.max_restart_backoff);
+  const std::string window = absl::FormatDuration(options.crash_loop_window);
+  if (!culprit.known()) {
+    delay.why = absl::StrCat(repeats + 1, " failures of unknown cause within ", window,
+                             ": a crash loop");
+    return delay;
+  }
+  std::string who;
+  if (culprit.rank.has_value() && by_rank == repeats) {
+    who = absl::StrCat("rank ", *culprit.rank);
+  } else if (!culprit.worker.empty() && by_worker == repeats) {
+    who = absl::StrCat("worker ", culprit.worker);
+  } else {
+    who = absl::StrCat("rank ", *culprit.rank, " or worker ", culprit.worker);
+  }
+  delay.why = absl::StrCat(who, " failed ", repeats + 1, " times within ", window,
+                           ": a crash loop");
+  return delay;
+}
+
 }  // namespace
 
 Coordinator::Coordinator(CoordinatorOptions options, Clock* clock, JobStore* store,
@@ -143,7 +214,7 @@ absl::Status Coordinator::Restore(std::vector<v1::JobStatus> jobs) {
                         absl::StrCat("the coordinator restarted while generation ",
                                      job->status.generation(), " was in ",
                                      JobStateName(state), "; the attempt was lost"),
-                        /*restartable=*/true, scope.deferred());
+                        /*restartable=*/true, FailureCulprit::Unknown(), scope.deferred());
     }
   }
   LogLocked(absl::StrCat("restored ", jobs.size(), " job(s) from the job store"),
@@ -203,9 +274,18 @@ void Coordinator::ReleaseAttemptLocked(JobRecord* job, bool abort_unfinished,
 }
 
 void Coordinator::FailAttemptLocked(JobRecord* job, std::string reason, bool restartable,
-                                    DeferredCallbacks* deferred, bool count_restart) {
+                                    const FailureCulprit& culprit, DeferredCallbacks* deferred,
+                                    bool count_restart) {
   v1::JobStatus& status = job->status;
   const uint32_t max_restarts = status.spec().max_restarts();
+  if (count_restart && status.attempts_size() > 0 &&
+      status.attempts(status.attempts_size() - 1).end_time_unix_ms() == 0) {
+    // The failure's culprit, durable with the attempt: the restart policy reads it back.
+    v1::AttemptSummary* failed = status.mutable_attempts(status.attempts_size() - 1);
+    failed->set_failed(true);
+    if (culprit.rank.has_value()) failed->set_failed_rank(*culprit.rank);
+    failed->set_failed_worker(culprit.worker);
+  }
   if (count_restart && (!restartable || status.restarts() >= max_restarts)) {
     if (restartable && max_restarts > 0) {
       absl::StrAppend(&reason, " (no restart left: ", status.restarts(), " of ", max_restarts,
@@ -216,21 +296,24 @@ void Coordinator::FailAttemptLocked(JobRecord* job, std::string reason, bool res
   }
   const uint32_t restart = status.restarts() + (count_restart ? 1 : 0);
   status.set_restarts(restart);
-  absl::Duration backoff = count_restart ? options_.restart_backoff : absl::ZeroDuration();
-  for (uint32_t i = 1; i < restart && backoff < options_.max_restart_backoff; ++i) backoff *= 2;
-  backoff = std::min(backoff, options_.max_restart_backoff);
-  job->restart_not_before = clock_->Now() + backoff;
-  job->restart_waiting = count_restart;
+  const RestartDelay delay = count_restart ? DecideRestartDelay(status, culprit, clock_->Now(),
+                                                                options_)
+                                           : RestartDelay();
+  job->restart_not_before = clock_->Now() + delay.backoff;
+  job->restart_waiting = delay.backoff > absl::ZeroDuration();
   const uint64_t generation = status.generation();
-  TransitionLocked(job, v1::JOB_STATE_QUEUED,
-                   count_restart
-                       ? absl::StrCat("generation ", generation, " failed: ", reason,
-                                      "; restart ", restart, " of ", max_restarts, " in ",
-                                      absl::FormatDuration(backoff),
-                                      ", from the last checkpoint")
-                       : absl::StrCat("generation ", generation, " stopped: ", reason,
-                                      "; placed again (not counted as a restart)"),
-                   deferred);
+  TransitionLocked(
+      job, v1::JOB_STATE_QUEUED,
+      count_restart
+          ? absl::StrCat("generation ", generation, " failed: ", reason, "; restart ", restart,
+                         " of ", max_restarts,
+                         delay.backoff > absl::ZeroDuration()
+                             ? absl::StrCat(" in ", absl::FormatDuration(delay.backoff))
+                             : " at once",
+                         ", from the last checkpoint (", delay.why, ")")
+          : absl::StrCat("generation ", generation, " stopped: ", reason,
+                         "; placed again (not counted as a restart)"),
+      deferred);
   ReleaseAttemptLocked(
       job, /*abort_unfinished=*/true,
       absl::StrCat("job ", status.job_id(), " generation ", generation, " ended (", reason,
@@ -274,7 +357,8 @@ void Coordinator::ScheduleLocked(DeferredCallbacks* deferred) {
                            job->status.spec().max_restarts(), ": placed again in ",
                            absl::FormatDuration(absl::Ceil(job->restart_not_before - now,
                                                            absl::Milliseconds(100))),
-                           " (backoff after generation ", job->status.generation(), " failed)")
+                           " (crash-loop backoff after generation ", job->status.generation(),
+                           " failed)")
             : WhyQueued(queue, i, plan.size(), workers);
     if (job->status.queued_reason() != reason) {
       job->status.set_queued_reason(std::move(reason));
@@ -394,15 +478,19 @@ void Coordinator::FailReattachLocked(absl::Time now, DeferredCallbacks* deferred
     job->reattach_deadline = absl::InfiniteFuture();
     if (job->status.state() != v1::JOB_STATE_RUNNING) continue;
     std::vector<std::string> away;
+    FailureCulprit culprit;  // the one rank away, if only one is
     for (const v1::RankStatus& rank : job->status.ranks()) {
-      if (rank.worker_id().empty() && !rank.finished()) away.push_back(DescribeRank(rank));
+      if (rank.worker_id().empty() && !rank.finished()) {
+        away.push_back(DescribeRank(rank));
+        culprit = away.size() == 1 ? FailureCulprit::Of(rank) : FailureCulprit::Unknown();
+      }
     }
     if (away.empty()) continue;
     FailAttemptLocked(job,
                       absl::StrCat(absl::StrJoin(away, ", "), " did not come back within ",
                                    absl::FormatDuration(options_.coordinator_grace),
                                    " (coordinator_grace) of the coordinator's restart"),
-                      /*restartable=*/true, deferred);
+                      /*restartable=*/true, culprit, deferred);
   }
 }
 
@@ -593,8 +681,10 @@ void Coordinator::FailRendezvousLocked(absl::Time now, DeferredCallbacks* deferr
       continue;
     }
     std::vector<std::string> missing;
+    FailureCulprit culprit;  // the one rank missing, if only one is
     for (const v1::RankStatus& rank : job->status.ranks()) {
       if (rank.joined()) continue;
+      culprit = missing.empty() ? FailureCulprit::Of(rank) : FailureCulprit::Unknown();
       // Whether its daemon is there, and what state its rank process is in.
       const RankEvidence evidence = EvidenceLocked(*job, rank, now);
       std::string daemon = "its worker is no longer registered";
@@ -616,7 +706,7 @@ void Coordinator::FailRendezvousLocked(absl::Time now, DeferredCallbacks* deferr
                                    absl::FormatDuration(options_.rendezvous_timeout), ": ",
                                    absl::StrJoin(missing, "; "),
                                    OtherRanksLocked(*job, std::nullopt)),
-                      /*restartable=*/true, deferred);
+                      /*restartable=*/true, culprit, deferred);
   }
 }
 

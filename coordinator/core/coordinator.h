@@ -453,14 +453,18 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndJobLocked(JobRecord* job, v1::JobState to, std::string reason,
                     DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The current attempt failed for `reason`. With `restartable` and restarts left
-  // (spec.max_restarts) the job goes back to the head of the queue for its backoff
-  // (options.restart_backoff, doubling) and is placed again as the next generation; otherwise
-  // it ends FAILED.
+  // The current attempt failed for `reason`, attributed to `culprit` (recorded in the
+  // attempt's summary). With `restartable` and restarts left (spec.max_restarts) the job goes
+  // back to the head of the queue and is placed again as the next generation: at once for a
+  // first fault of its culprit, after a backoff (options.restart_backoff, doubling per repeat)
+  // when the culprit failed the job before within options.crash_loop_window (RestartDelay);
+  // otherwise it ends FAILED.
   // With `count_restart` false (a pre-flight check quarantined a worker) the job is placed
-  // again at once, whatever its restarts, and the attempt does not count as one.
+  // again at once, whatever its restarts, and the attempt does not count as one (nor as a
+  // fault of anyone).
   void FailAttemptLocked(JobRecord* job, std::string reason, bool restartable,
-                         DeferredCallbacks* deferred, bool count_restart = true)
+                         const FailureCulprit& culprit, DeferredCallbacks* deferred,
+                         bool count_restart = true)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the current attempt (not the job): closes its AttemptSummary, frees its workers
   // (telling those still running it to abort when `abort_unfinished`) and fails its key-value

@@ -397,10 +397,10 @@ absl::Status Coordinator::FinishRank(const AttemptId& attempt, Rank rank,
       job->held_failure.reset();
       if (symptom) {
         FailAttemptLocked(job, absl::StrCat(held.reason, "; then ", summary), held.restartable,
-                          scope.deferred());
+                          held.culprit, scope.deferred());
       } else {
         FailAttemptLocked(job, absl::StrCat(reason, "; before it, as a consequence: ", held.summary),
-                          handling.restartable, scope.deferred());
+                          handling.restartable, FailureCulprit::Of(*finished), scope.deferred());
       }
       return absl::OkStatus();
     }
@@ -408,23 +408,27 @@ absl::Status Coordinator::FinishRank(const AttemptId& attempt, Rank rank,
       return r.finished();
     });
     if (symptom && others_running && options_.peer_failure_grace > absl::ZeroDuration()) {
-      job->held_failure = JobRecord::HeldFailure{std::move(reason), summary, handling.restartable,
-                                                 clock_->Now() + options_.peer_failure_grace};
+      job->held_failure =
+          JobRecord::HeldFailure{std::move(reason), summary, handling.restartable,
+                                 FailureCulprit::Of(*finished),
+                                 clock_->Now() + options_.peer_failure_grace};
       return absl::OkStatus();
     }
-    FailAttemptLocked(job, std::move(reason), handling.restartable, scope.deferred());
+    FailAttemptLocked(job, std::move(reason), handling.restartable, FailureCulprit::Of(*finished),
+                      scope.deferred());
   } else if (job->held_failure.has_value() &&
              AllRanks(job->status, [](const v1::RankStatus& r) { return r.finished(); })) {
     // Every other rank finished without naming a cause: the held failure is the attempt's.
     JobRecord::HeldFailure held = *std::move(job->held_failure);
     job->held_failure.reset();
-    FailAttemptLocked(job, std::move(held.reason), held.restartable, scope.deferred());
+    FailAttemptLocked(job, std::move(held.reason), held.restartable, held.culprit,
+                      scope.deferred());
   } else if (job->held_failure.has_value()) {
     // Still waiting for the held failure's cause.
   } else if (!finished->joined()) {
     FailAttemptLocked(job,
                       absl::StrCat(DescribeRank(*finished), " failed: finished without joining"),
-                      /*restartable=*/true, scope.deferred());
+                      /*restartable=*/true, FailureCulprit::Of(*finished), scope.deferred());
   } else if (job->status.state() == v1::JOB_STATE_RUNNING &&
              AllRanks(job->status, [](const v1::RankStatus& r) { return r.ok(); })) {
     EndJobLocked(job, v1::JOB_STATE_SUCCEEDED,
@@ -440,7 +444,7 @@ void Coordinator::FailHeldLocked(absl::Time now, DeferredCallbacks* deferred) {
     JobRecord::HeldFailure held = *std::move(job->held_failure);
     job->held_failure.reset();
     if (AttemptOver(job->status)) continue;
-    FailAttemptLocked(job, std::move(held.reason), held.restartable, deferred);
+    FailAttemptLocked(job, std::move(held.reason), held.restartable, held.culprit, deferred);
   }
 }
 

@@ -151,7 +151,9 @@ TEST_F(CoordinatorMetricsTest, RestartsAreCounted) {
   ASSERT_EQ(Job(job).restarts(), 1u);
   const Coordinator::MetricsSnapshot snapshot = coordinator_.Metrics();
   EXPECT_EQ(snapshot.restarts, 1u);
-  EXPECT_EQ(snapshot.jobs_by_state.at(v1::JOB_STATE_QUEUED), 1);  // waiting out its backoff
+  // A first fault: placed again at once, waiting for its ranks to join.
+  EXPECT_EQ(snapshot.jobs_by_state.at(v1::JOB_STATE_RENDEZVOUS), 1);
+  EXPECT_EQ(snapshot.jobs_by_state.at(v1::JOB_STATE_QUEUED), 0);
   EXPECT_EQ(snapshot.jobs_by_state.at(v1::JOB_STATE_RUNNING), 0);
 }
 

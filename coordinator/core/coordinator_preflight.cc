@@ -188,7 +188,8 @@ void Coordinator::JudgePreflightLocked(JobRecord* job, DeferredCallbacks* deferr
   FailAttemptLocked(job,
                     absl::StrCat("the pre-flight check quarantined ", absl::StrJoin(named, ", "),
                                  " (see `ringleader workers`)"),
-                    /*restartable=*/true, deferred, /*count_restart=*/false);
+                    /*restartable=*/true, FailureCulprit::Unknown(), deferred,
+                    /*count_restart=*/false);
 }
 
 void Coordinator::QuarantineLocked(WorkerRecord* worker, std::string reason,

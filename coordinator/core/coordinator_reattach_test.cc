@@ -172,9 +172,29 @@ TEST_F(ReattachTest, ADaemonComingBackWithoutItsRankFailsTheAttemptAtOnce) {
   const Coordinator::Registration b = Reregister("b", std::nullopt);
   EXPECT_FALSE(b.running_kept);
   const v1::JobStatus job = RestartedJob();
-  EXPECT_EQ(job.state(), v1::JOB_STATE_QUEUED);
-  EXPECT_THAT(LastReasonOf(job), HasSubstr("rank 1 (worker b on host-b) came back without its "
-                                           "rank process"));
+  // A first fault of rank 1: placed again at once, on a and b.
+  EXPECT_EQ(job.state(), v1::JOB_STATE_RENDEZVOUS);
+  EXPECT_EQ(job.generation(), 2u);
+  EXPECT_EQ(job.restarts(), 1u);
+  EXPECT_THAT(job.transitions(job.transitions_size() - 2).reason(),
+              HasSubstr("rank 1 (worker b on host-b) came back without its rank process"));
+}
+
+TEST_F(ReattachTest, TheCrashLoopHistorySurvivesACoordinatorRestart) {
+  StartRunningJob();
+  Coordinator::RankOutcome failed;
+  failed.error = "killed by signal 9";
+  ASSERT_TRUE(coordinator_.FinishRank(AttemptOf(assignments_[1]), Rank(1), failed).ok());
+  ASSERT_EQ(Job(job_).generation(), 2u);  // a first fault: placed again at once
+  TakeAndJoin({a_, b_});
+  Restart();
+  ASSERT_TRUE(Reregister("a", 0, /*generation=*/2).running_kept);
+  ASSERT_TRUE(Reregister("b", 1, /*generation=*/2).running_kept);
+  // The restarted coordinator knows rank 1 failed generation 1 (from the saved attempts).
+  ASSERT_TRUE(restarted_->FinishRank({job_, Generation(2)}, Rank(1), failed).ok());
+  EXPECT_THAT(LastReasonOf(RestartedJob()),
+              HasSubstr("restart 2 of 2 in 1s, from the last checkpoint (rank 1 failed 2 times "
+                        "within 5m: a crash loop)"));
 }
 
 TEST_F(ReattachTest, ARankOfAnAttemptThatIsOverIsRefusedWithTheReason) {

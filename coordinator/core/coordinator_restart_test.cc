@@ -1,5 +1,7 @@
-// Restarts: a failed attempt goes back to the queue, waits its backoff and is placed again as
-// the next generation; faults of the job itself and exhausted restarts fail it.
+// Restarts: a failed attempt goes back to the queue and is placed again as the next
+// generation, at once for a first fault, after its backoff for a crash loop; faults of the job
+// itself and exhausted restarts fail it. (The restart policy in detail:
+// coordinator_restart_policy_test.cc.)
 #include <string>
 #include <vector>
 
@@ -46,36 +48,16 @@ TEST_F(RestartTest, AFailedRankRestartsTheJobAsTheNextGenerationAfterItsBackoff)
   std::vector<v1::Assignment> first = TakeAndJoin({a, b});
   ASSERT_EQ(Job(job).state(), v1::JOB_STATE_RUNNING);
 
+  // A first fault: placed again at once, as generation 2.
   FailRank(first[1], "killed by signal 9");
   v1::JobStatus status = Job(job);
-  EXPECT_EQ(status.state(), v1::JOB_STATE_QUEUED);
-  EXPECT_EQ(status.restarts(), 1u);
-  EXPECT_EQ(LastReasonOf(status),
-            "generation 1 failed: rank 1 (worker b on host-b) failed: killed by signal 9; "
-            "restart 1 of 2 in 1s, from the last checkpoint");
-  EXPECT_THAT(status.queued_reason(), HasSubstr("restart 1 of 2: placed again in 1s"));
-  // The attempt is over: the surviving rank is told to abort, and its messages are refused.
-  absl::StatusOr<std::vector<v1::JobAttempt>> aborts = coordinator_.Heartbeat(a, 1);
-  ASSERT_TRUE(aborts.ok());
-  ASSERT_THAT(*aborts, SizeIs(1));
-  EXPECT_EQ((*aborts)[0].generation(), 1u);
-  absl::StatusOr<Coordinator::StopSignal> stop =
-      coordinator_.ReportProgress(AttemptOf(first[0]), Rank(0), {}, {});
-  ASSERT_TRUE(stop.ok()) << stop.status();
-  EXPECT_TRUE(stop->stop);
-  EXPECT_THAT(stop->reason, HasSubstr("generation 1 of job job-000001 ended"));
-  Coordinator::RankOutcome late;
-  late.error = "collective aborted";
-  ASSERT_TRUE(coordinator_.FinishRank(AttemptOf(first[0]), Rank(0), late).ok());
-  EXPECT_EQ(Job(job).restarts(), 1u);  // a late failure of the old attempt restarts nothing
-
-  // Not placed during the backoff, even with both workers idle.
-  Advance(absl::Milliseconds(900));
-  EXPECT_EQ(Job(job).state(), v1::JOB_STATE_QUEUED);
-  Advance(absl::Milliseconds(100));
-  status = Job(job);
   EXPECT_EQ(status.state(), v1::JOB_STATE_RENDEZVOUS);
   EXPECT_EQ(status.generation(), 2u);
+  EXPECT_EQ(status.restarts(), 1u);
+  EXPECT_EQ(status.transitions(status.transitions_size() - 2).reason(),
+            "generation 1 failed: rank 1 (worker b on host-b) failed: killed by signal 9; "
+            "restart 1 of 2 at once, from the last checkpoint (a first fault of rank 1 on "
+            "worker b)");
   std::vector<v1::Assignment> second = TakeAndJoin({a, b});
   EXPECT_EQ(second[0].generation(), 2u);
   EXPECT_EQ(Job(job).state(), v1::JOB_STATE_RUNNING);
@@ -83,46 +65,94 @@ TEST_F(RestartTest, AFailedRankRestartsTheJobAsTheNextGenerationAfterItsBackoff)
   EXPECT_EQ(coordinator_.KvSet(AttemptOf(first[0]), "k", "v").code(),
             absl::StatusCode::kFailedPrecondition);
 
-  for (const v1::Assignment& rank : second) {
+  // The same rank again: a crash loop, placed again after the backoff.
+  FailRank(second[1], "killed by signal 9");
+  status = Job(job);
+  EXPECT_EQ(status.state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(status.restarts(), 2u);
+  EXPECT_EQ(LastReasonOf(status),
+            "generation 2 failed: rank 1 (worker b on host-b) failed: killed by signal 9; "
+            "restart 2 of 2 in 1s, from the last checkpoint (rank 1 failed 2 times within 5m: "
+            "a crash loop)");
+  EXPECT_THAT(status.queued_reason(),
+              HasSubstr("restart 2 of 2: placed again in 1s (crash-loop backoff after "
+                        "generation 2 failed)"));
+  // The attempt is over: the surviving rank is told to abort, and its messages are refused.
+  absl::StatusOr<std::vector<v1::JobAttempt>> aborts = coordinator_.Heartbeat(a, 1);
+  ASSERT_TRUE(aborts.ok());
+  ASSERT_THAT(*aborts, SizeIs(2));  // both attempts' (no heartbeat since the first)
+  EXPECT_EQ((*aborts)[0].generation(), 1u);
+  EXPECT_EQ((*aborts)[1].generation(), 2u);
+  absl::StatusOr<Coordinator::StopSignal> stop =
+      coordinator_.ReportProgress(AttemptOf(second[0]), Rank(0), {}, {});
+  ASSERT_TRUE(stop.ok()) << stop.status();
+  EXPECT_TRUE(stop->stop);
+  EXPECT_THAT(stop->reason, HasSubstr("generation 2 of job job-000001 ended"));
+  Coordinator::RankOutcome late;
+  late.error = "collective aborted";
+  ASSERT_TRUE(coordinator_.FinishRank(AttemptOf(second[0]), Rank(0), late).ok());
+  EXPECT_EQ(Job(job).restarts(), 2u);  // a late failure of the old attempt restarts nothing
+
+  // Not placed during the backoff, even with both workers idle.
+  Advance(absl::Milliseconds(900));
+  EXPECT_EQ(Job(job).state(), v1::JOB_STATE_QUEUED);
+  Advance(absl::Milliseconds(100));
+  status = Job(job);
+  EXPECT_EQ(status.state(), v1::JOB_STATE_RENDEZVOUS);
+  EXPECT_EQ(status.generation(), 3u);
+  std::vector<v1::Assignment> third = TakeAndJoin({a, b});
+  EXPECT_EQ(third[0].generation(), 3u);
+
+  for (const v1::Assignment& rank : third) {
     Coordinator::RankOutcome ok;
     ok.ok = true;
     ASSERT_TRUE(coordinator_.FinishRank(AttemptOf(rank), Rank(rank.rank()), ok).ok());
   }
   status = Job(job);
   EXPECT_EQ(status.state(), v1::JOB_STATE_SUCCEEDED);
-  ASSERT_THAT(status.attempts(), SizeIs(2));
+  ASSERT_THAT(status.attempts(), SizeIs(3));
   EXPECT_EQ(status.attempts(0).generation(), 1u);
   EXPECT_THAT(status.attempts(0).end_reason(), HasSubstr("killed by signal 9"));
   EXPECT_EQ(status.attempts(0).workers(1), "b on host-b");
-  EXPECT_EQ(status.attempts(1).generation(), 2u);
-  EXPECT_EQ(status.attempts(1).end_reason(), "all 2 ranks finished");
-  EXPECT_GT(status.attempts(1).start_time_unix_ms(), status.attempts(0).start_time_unix_ms());
+  EXPECT_TRUE(status.attempts(0).failed());
+  EXPECT_EQ(status.attempts(0).failed_rank(), 1u);
+  EXPECT_EQ(status.attempts(0).failed_worker(), "b");
+  EXPECT_EQ(status.attempts(2).generation(), 3u);
+  EXPECT_EQ(status.attempts(2).end_reason(), "all 2 ranks finished");
+  EXPECT_FALSE(status.attempts(2).failed());
+  EXPECT_FALSE(status.attempts(2).has_failed_rank());
+  EXPECT_GT(status.attempts(2).start_time_unix_ms(), status.attempts(0).start_time_unix_ms());
 }
 
 TEST_F(RestartTest, BackoffDoublesAndExhaustedRestartsFailTheJob) {
   const WorkerId a = Register("a");
-  const JobId job = Submit(1, "gloo", /*max_restarts=*/2);
+  const JobId job = Submit(1, "gloo", /*max_restarts=*/3);
   FailRank(TakeAndJoin({a})[0], "crash one");
-  EXPECT_THAT(LastReasonOf(Job(job)), HasSubstr("restart 1 of 2 in 1s"));
-  Advance(absl::Seconds(1));
+  const v1::JobStatus after_one = Job(job);
+  EXPECT_THAT(after_one.transitions(after_one.transitions_size() - 2).reason(),
+              HasSubstr("restart 1 of 3 at once"));
   FailRank(TakeAndJoin({a})[0], "crash two");
-  EXPECT_THAT(LastReasonOf(Job(job)), HasSubstr("restart 2 of 2 in 2s"));
+  EXPECT_THAT(LastReasonOf(Job(job)), HasSubstr("restart 2 of 3 in 1s"));
+  Advance(absl::Seconds(1));
+  FailRank(TakeAndJoin({a})[0], "crash three");
+  EXPECT_THAT(LastReasonOf(Job(job)), HasSubstr("restart 3 of 3 in 2s"));
   Advance(absl::Seconds(1));
   EXPECT_EQ(Job(job).state(), v1::JOB_STATE_QUEUED);  // 2 s this time
   Advance(absl::Seconds(1));
   // Unclassified failures say nothing about the machine: worker a is not quarantined, and the
   // third attempt is placed on it.
   EXPECT_NE(Worker(a).state(), v1::WORKER_STATE_QUARANTINED);
-  FailRank(TakeAndJoin({a})[0], "crash three");
+  FailRank(TakeAndJoin({a})[0], "crash four");
   const v1::JobStatus status = Job(job);
   EXPECT_EQ(status.state(), v1::JOB_STATE_FAILED);
   EXPECT_EQ(LastReasonOf(status),
-            "rank 0 (worker a on host-a) failed: crash three (no restart left: 2 of 2 used; "
+            "rank 0 (worker a on host-a) failed: crash four (no restart left: 3 of 3 used; "
             "every attempt is listed in the job's attempts)");
-  ASSERT_THAT(status.attempts(), SizeIs(3));
+  ASSERT_THAT(status.attempts(), SizeIs(4));
   EXPECT_THAT(status.attempts(0).end_reason(), HasSubstr("crash one"));
   EXPECT_THAT(status.attempts(1).end_reason(), HasSubstr("crash two"));
   EXPECT_THAT(status.attempts(2).end_reason(), HasSubstr("crash three"));
+  EXPECT_THAT(status.attempts(3).end_reason(), HasSubstr("crash four"));
   EXPECT_EQ(Saved(store_, job).state(), v1::JOB_STATE_FAILED);
 }
 
@@ -151,11 +181,11 @@ TEST_F(RestartTest, ALostWorkerRestartsOnTheWorkersLeftAndARestartKeepsItsPlaceI
   EXPECT_EQ(Job(job).state(), v1::JOB_STATE_QUEUED);
   Coordinator::RankOutcome ok;
   ok.ok = true;
-  ASSERT_TRUE(coordinator_.FinishRank(AttemptOf(*on_b), Rank(0), ok).ok());
-  // b is idle, but the restarting job is in its backoff: strict FIFO keeps the third job behind.
   EXPECT_THAT(Job(third).queued_reason(), HasSubstr("behind job-000001"));
+  ASSERT_TRUE(coordinator_.FinishRank(AttemptOf(*on_b), Rank(0), ok).ok());
+  // b is idle: the restarting job (a first fault: no backoff) is placed on it, ahead of the
+  // third job.
   EXPECT_EQ(Job(third).state(), v1::JOB_STATE_QUEUED);
-  Advance(absl::Seconds(1));
   const v1::JobStatus restarted = Job(job);
   EXPECT_EQ(restarted.state(), v1::JOB_STATE_RENDEZVOUS);
   EXPECT_EQ(restarted.generation(), 2u);
@@ -164,12 +194,14 @@ TEST_F(RestartTest, ALostWorkerRestartsOnTheWorkersLeftAndARestartKeepsItsPlaceI
 
 TEST_F(RestartTest, ARestartingJobCanBeCancelled) {
   const WorkerId a = Register("a");
-  const JobId job = Submit(1, "gloo", /*max_restarts=*/1);
+  const JobId job = Submit(1, "gloo", /*max_restarts=*/2);
   FailRank(TakeAndJoin({a})[0], "boom");
+  FailRank(TakeAndJoin({a})[0], "boom");  // a crash loop: in its backoff
+  ASSERT_EQ(Job(job).state(), v1::JOB_STATE_QUEUED);
   ASSERT_TRUE(coordinator_.CancelJob(job, "").ok());
   Advance(absl::Seconds(5));
   EXPECT_EQ(Job(job).state(), v1::JOB_STATE_CANCELLED);
-  EXPECT_EQ(Job(job).generation(), 1u);
+  EXPECT_EQ(Job(job).generation(), 2u);
 }
 
 TEST_F(RestartTest, RecoveryReportsBecomeJobEventsAndTheLastCheckpoint) {

@@ -179,7 +179,7 @@ void Coordinator::FailAbandonedReattachLocked(WorkerRecord* worker, DeferredCall
                         absl::StrCat(DescribeRank(rank),
                                      " came back without its rank process after the "
                                      "coordinator's restart (its worker stopped it or restarted)"),
-                        /*restartable=*/true, deferred);
+                        /*restartable=*/true, FailureCulprit::Of(rank), deferred);
       break;
     }
   }
@@ -320,7 +320,7 @@ void Coordinator::FailWorkerAttemptLocked(WorkerRecord* worker, const std::strin
       absl::StrCat(DescribeRank(rank), " ", what,
                    with_last_heard ? DescribeLastHeard(EvidenceLocked(*job, rank, clock_->Now()))
                                    : ""),
-      /*restartable=*/true, deferred);
+      /*restartable=*/true, FailureCulprit::Of(rank), deferred);
 }
 
 std::vector<v1::WorkerStatus> Coordinator::ListWorkersPage(const std::string& after,

@@ -29,6 +29,20 @@ using WatchCallback = std::function<void(absl::StatusOr<v1::JobStatus>)>;
 // Completion of RunDoctor: the check's judgement, or an error.
 using DoctorCallback = std::function<void(absl::StatusOr<v1::PreflightResult>)>;
 
+// Whom a failed attempt is attributed to (the restart policy counts a culprit's repeats: see
+// CoordinatorOptions::crash_loop_window): the rank whose failure, loss or absence decided it
+// and that rank's worker, by name (a worker keeps its name across registrations). Neither set:
+// unknown (a rendezvous timeout naming several ranks, a coordinator restart).
+struct FailureCulprit {
+  std::optional<uint32_t> rank;
+  std::string worker;
+  bool known() const { return rank.has_value() || !worker.empty(); }
+  static FailureCulprit Unknown() { return FailureCulprit(); }
+  static FailureCulprit Of(const v1::RankStatus& rank) {
+    return FailureCulprit{rank.rank(), rank.worker_name()};
+  }
+};
+
 // One job. Plain data owned by JobTable.
 struct JobRecord {
   // The public record: spec, fingerprint, state, transitions, ranks (filled on assignment),
@@ -57,6 +71,7 @@ struct JobRecord {
     std::string reason;
     std::string summary;  // "rank 0 (worker w0 on h) failed: <error>"
     bool restartable = true;
+    FailureCulprit culprit;  // the rank that reported it
     absl::Time deadline;
   };
   std::optional<HeldFailure> held_failure;

@@ -65,11 +65,14 @@ struct CoordinatorOptions {
   // The rank binary batches up to 20 steps a call (200 calls carry 4000 steps a second) and
   // sends a keepalive a second while idle. 0 = no limit (the load benchmarks).
   uint32_t max_reports_per_second_per_rank = 200;
-  // A failed attempt with restarts left (spec.max_restarts) is placed again after a backoff:
-  // restart_backoff for the first restart, doubling for each next one, at most
-  // max_restart_backoff.
+  // A failed attempt with restarts left (spec.max_restarts) is placed again at once, unless the
+  // rank or the worker it is attributed to (or, for a failure of unknown cause, another failure
+  // of unknown cause) already failed an attempt of the job within crash_loop_window: a crash
+  // loop, placed again after restart_backoff x 2^(repeats-1), at most max_restart_backoff,
+  // where repeats counts those earlier failures.
   absl::Duration restart_backoff = absl::Seconds(1);
   absl::Duration max_restart_backoff = absl::Seconds(30);
+  absl::Duration crash_loop_window = absl::Minutes(5);
   // How long rank processes go on training while the coordinator cannot be reached (told to
   // the daemons at registration; past it they stop their ranks), and how long a restarted
   // coordinator waits for the daemons of a job that was RUNNING to come back with their ranks
