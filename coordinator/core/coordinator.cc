@@ -1,6 +1,6 @@
 // Coordinator: the job side (transitions, scheduling, publication of changes) and health.
 // Worker calls live in coordinator_workers.cc, rank calls in coordinator_attempts.cc, CLI calls
-// in coordinator_jobs.cc.
+// in coordinator_jobs.cc, the job store side in coordinator_store.cc.
 #include "coordinator/core/coordinator.h"
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "coordinator/core/job_state.h"
 #include "coordinator/core/placement.h"
+#include "coordinator/core/restart_policy.h"
 #include "coordinator/core/scheduler.h"
 
 namespace ringleader {
@@ -18,77 +19,6 @@ namespace {
 
 // How many ranks an "assigned" reason lists by name before abbreviating.
 constexpr int kRanksNamedInReason = 8;
-
-// When a failed job is placed again, and why (the restart policy: options.h).
-struct RestartDelay {
-  absl::Duration backoff = absl::ZeroDuration();
-  // "a first fault of rank 1 on worker b", "rank 1 failed 3 times within 5m: a crash loop"
-  std::string why;
-};
-
-std::string DescribeCulprit(const FailureCulprit& culprit) {
-  if (culprit.rank.has_value() && !culprit.worker.empty()) {
-    return absl::StrCat("rank ", *culprit.rank, " on worker ", culprit.worker);
-  }
-  if (culprit.rank.has_value()) return absl::StrCat("rank ", *culprit.rank);
-  return absl::StrCat("worker ", culprit.worker);
-}
-
-// The current attempt of `status` failed at `now`, attributed to `culprit`: at once for its
-// first fault; for a repeat (an earlier failed attempt of the job within the crash-loop window
-// attributed to the same rank or the same worker; for an unknown culprit, another unknown
-// one), restart_backoff x 2^(repeats-1), at most max_restart_backoff. The history is the
-// job's attempts list (AttemptSummary.failed*), so it survives a coordinator restart.
-RestartDelay DecideRestartDelay(const v1::JobStatus& status, const FailureCulprit& culprit,
-                                absl::Time now, const CoordinatorOptions& options) {
-  const int64_t window_start_ms = absl::ToUnixMillis(now - options.crash_loop_window);
-  int repeats = 0;
-  int by_rank = 0;
-  int by_worker = 0;
-  for (const v1::AttemptSummary& attempt : status.attempts()) {
-    // The attempt failing now has not ended yet; earlier ones outside the window are forgiven.
-    if (!attempt.failed() || attempt.end_time_unix_ms() == 0 ||
-        attempt.end_time_unix_ms() <= window_start_ms) {
-      continue;
-    }
-    const bool attempt_known = attempt.has_failed_rank() || !attempt.failed_worker().empty();
-    const bool same_rank = culprit.rank.has_value() && attempt.has_failed_rank() &&
-                           attempt.failed_rank() == *culprit.rank;
-    const bool same_worker = !culprit.worker.empty() && attempt.failed_worker() == culprit.worker;
-    if (!same_rank && !same_worker && (culprit.known() || attempt_known)) continue;
-    ++repeats;
-    by_rank += same_rank ? 1 : 0;
-    by_worker += same_worker ? 1 : 0;
-  }
-  RestartDelay delay;
-  if (repeats == 0) {
-    delay.why = culprit.known() ? absl::StrCat("a first fault of ", DescribeCulprit(culprit))
-                                : "a first failure of unknown cause";
-    return delay;
-  }
-  delay.backoff = options.restart_backoff;
-  for (int i = 1; i < repeats && delay.backoff < options.max_restart_backoff; ++i) {
-    delay.backoff *= 2;
-  }
-  delay.backoff = std::min(delay.backoff, options.max_restart_backoff);
-  const std::string window = absl::FormatDuration(options.crash_loop_window);
-  if (!culprit.known()) {
-    delay.why = absl::StrCat(repeats + 1, " failures of unknown cause within ", window,
-                             ": a crash loop");
-    return delay;
-  }
-  std::string who;
-  if (culprit.rank.has_value() && by_rank == repeats) {
-    who = absl::StrCat("rank ", *culprit.rank);
-  } else if (!culprit.worker.empty() && by_worker == repeats) {
-    who = absl::StrCat("worker ", culprit.worker);
-  } else {
-    who = absl::StrCat("rank ", *culprit.rank, " or worker ", culprit.worker);
-  }
-  delay.why = absl::StrCat(who, " failed ", repeats + 1, " times within ", window,
-                           ": a crash loop");
-  return delay;
-}
 
 }  // namespace
 
@@ -137,90 +67,6 @@ void Coordinator::TransitionLocked(JobRecord* job, v1::JobState to, std::string 
   MarkChangedLocked(job);
   SaveLocked(*job, deferred);
   LogLocked(std::move(line), deferred);
-}
-
-void Coordinator::SaveLocked(const JobRecord& job, DeferredCallbacks* deferred) {
-  // Written after the lock is released (a durable store fsyncs), before the call returns: the
-  // RPC that changed the job answers only once the change is on disk. Saves of one job may land
-  // out of order; the store keeps the highest version.
-  // A failed save is kept in unsaved_: saved again by RetryUnsavedSaves, and the call that made
-  // a client-visible change (cancel) answers UNAVAILABLE instead of OK.
-  deferred->Add([this, status = job.status, now = clock_->Now()] {
-    absl::Status saved = store_->Save(status);
-    if (saved.ok()) {
-      unsaved_.Saved(status.job_id());
-      return;
-    }
-    if (logger_) {
-      logger_(now, absl::StrCat("job store: could not save job ", status.job_id(), ": ",
-                                saved.ToString(), " (kept in memory, saved again later)"));
-    }
-    unsaved_.Failed(status.job_id(), std::move(saved));
-  });
-}
-
-size_t Coordinator::RetryUnsavedSaves() {
-  const std::vector<std::string> ids = unsaved_.Take();
-  if (ids.empty()) return 0;
-  std::vector<v1::JobStatus> current;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const std::string& id : ids) {
-      // An archived job left the table: its Archive carried the final status.
-      if (const JobRecord* job = jobs_.Find(JobId(id)); job != nullptr) {
-        current.push_back(job->status);
-      }
-    }
-  }
-  size_t saved_now = 0;
-  absl::Status last_error;
-  for (const v1::JobStatus& status : current) {
-    absl::Status saved = store_->Save(status);
-    if (saved.ok()) {
-      ++saved_now;
-    } else {
-      last_error = saved;
-      unsaved_.Failed(status.job_id(), std::move(saved));
-    }
-  }
-  if (logger_ && saved_now > 0) {
-    logger_(clock_->Now(),
-            absl::StrCat("job store: saved ", saved_now, " job(s) whose earlier save had failed",
-                         unsaved_.size() > 0 ? absl::StrCat("; ", unsaved_.size(),
-                                                            " still unsaved: ",
-                                                            last_error.ToString())
-                                             : std::string()));
-  }
-  return saved_now;
-}
-
-absl::Status Coordinator::Restore(std::vector<v1::JobStatus> jobs) {
-  // Read before the lock is taken (disk I/O): ids continue after archived jobs too.
-  const absl::StatusOr<uint64_t> highest_archived = store_->HighestArchivedNumber();
-  if (!highest_archived.ok()) return highest_archived.status();
-  Scope scope(this);
-  jobs_.ReserveThrough(*highest_archived);
-  for (v1::JobStatus& saved : jobs) {
-    const v1::JobState state = saved.state();
-    absl::StatusOr<JobRecord*> restored = jobs_.Restore(std::move(saved));
-    if (!restored.ok()) return restored.status();
-    JobRecord* job = *restored;
-    if (state == v1::JOB_STATE_RUNNING && options_.coordinator_grace > absl::ZeroDuration()) {
-      AwaitReattachLocked(job, scope.deferred());
-    } else if (state == v1::JOB_STATE_RENDEZVOUS || state == v1::JOB_STATE_RUNNING) {
-      // The rendezvous lived in the old coordinator's memory: the job restarts from its last
-      // checkpoint if it has restarts left (the daemons stop their ranks when they learn).
-      FailAttemptLocked(job,
-                        absl::StrCat("the coordinator restarted while generation ",
-                                     job->status.generation(), " was in ",
-                                     JobStateName(state), "; the attempt was lost"),
-                        /*restartable=*/true, FailureCulprit::Unknown(), scope.deferred());
-    }
-  }
-  LogLocked(absl::StrCat("restored ", jobs.size(), " job(s) from the job store"),
-            scope.deferred());
-  schedule_needed_ = true;
-  return absl::OkStatus();
 }
 
 void Coordinator::EndJobLocked(JobRecord* job, v1::JobState to, std::string reason,
@@ -520,97 +366,6 @@ void Coordinator::PublishLocked(DeferredCallbacks* deferred) {
     job->watchers = std::move(still_waiting);
   }
   ArchiveExcessLocked(deferred);
-}
-
-void Coordinator::ArchiveExcessLocked(DeferredCallbacks* deferred) {
-  if (jobs_.ended_count() <= options_.max_finished_jobs_kept) return;
-  std::vector<std::string> archived;
-  while (jobs_.ended_count() > options_.max_finished_jobs_kept) {
-    JobRecord* job = jobs_.FirstEnded();
-    archived.push_back(job->status.job_id());
-    ArchiveLocked(job, deferred);
-  }
-  // One line per call (a restarted coordinator may archive thousands at once).
-  constexpr size_t kNamed = 5;
-  std::string named = absl::StrJoin(archived.begin(),
-                                    archived.begin() + std::min(archived.size(), kNamed), ", ");
-  if (archived.size() > kNamed) absl::StrAppend(&named, " and ", archived.size() - kNamed, " more");
-  LogLocked(absl::StrCat("archived ", archived.size() == 1 ? "job " : "jobs ", named,
-                         " (the ", options_.max_finished_jobs_kept,
-                         " most recently finished jobs stay in memory: --jobs_kept)"),
-            deferred);
-}
-
-void Coordinator::ArchiveLocked(JobRecord* job, DeferredCallbacks* deferred) {
-  const JobId id(job->status.job_id());
-  const uint64_t number = JobNumber(id.value()).value_or(0);  // the table's ids all have one
-  const absl::Time now = clock_->Now();
-  v1::JobStatus final_status = job->status;  // as saved: `archived` is set in answers only
-  v1::JobStatus answer = final_status;
-  answer.set_archived(true);
-  // Parked long polls are answered now: nothing of the job stays to wake them.
-  for (JobRecord::Watcher& watcher : job->watchers) {
-    deferred->Add([done = std::move(watcher.done), answer] { done(answer); });
-  }
-  for (JobRecord::LogWaiter& waiter : job->log_waiters) {
-    v1::GetLogsResponse response = RenderLogsLocked(*job, waiter, now);
-    response.set_attempt_over(true);  // no more output of the job is kept
-    response.set_job_over(true);
-    deferred->Add([done = std::move(waiter.done), response = std::move(response)] {
-      done(response);
-    });
-  }
-  // Everything else kept per job: its attempt's keys (ended with the attempt already), its
-  // output, and the record itself (metrics history, step judge, activity).
-  kv_.EndAttempt(AttemptId{id, Generation(final_status.generation())},
-                 absl::FailedPreconditionError(absl::StrCat("job ", id.value(), " was archived")),
-                 deferred);
-  logs_.RemoveJob(id);
-  changed_.erase(std::remove(changed_.begin(), changed_.end(), job), changed_.end());
-  jobs_.Remove(id);  // `job` dangles from here
-  ++jobs_archived_;
-  archived_restarts_ += final_status.restarts();
-  archiving_[number] = final_status;
-  deferred->Add([this, number, now, final_status = std::move(final_status)] {
-    FinishArchive(number, final_status.job_id(), store_->Archive(final_status), now);
-  });
-}
-
-void Coordinator::FinishArchive(uint64_t number, const std::string& job_id,
-                                const absl::Status& archived, absl::Time when) {
-  if (!archived.ok()) {
-    if (logger_) {
-      logger_(when, absl::StrCat("job store: could not archive job ", job_id, ": ",
-                                 archived.ToString(), " (its final status is kept in memory)"));
-    }
-    return;
-  }
-  absl::MutexLock lock(&mu_);
-  archiving_.erase(number);
-}
-
-absl::StatusOr<std::optional<v1::JobStatus>> Coordinator::ArchivedLocked(const JobId& id) {
-  if (!jobs_.Removed(id)) return absl::NotFoundError(absl::StrCat("unknown job ", id.value()));
-  const std::optional<uint64_t> number = JobNumber(id.value());
-  auto held = archiving_.find(*number);
-  if (held == archiving_.end() || held->second.job_id() != id.value()) return std::nullopt;
-  v1::JobStatus status = held->second;
-  status.set_archived(true);
-  return status;
-}
-
-absl::StatusOr<v1::JobStatus> Coordinator::LoadArchivedJob(const JobId& id) {
-  absl::StatusOr<v1::JobStatus> job = store_->LoadArchived(id.value());
-  if (job.ok()) {
-    job->set_archived(true);
-    return job;
-  }
-  if (job.status().code() == absl::StatusCode::kNotFound) {
-    return absl::NotFoundError(absl::StrCat("unknown job ", id.value()));
-  }
-  return absl::Status(job.status().code(),
-                      absl::StrCat("job ", id.value(), " is archived and the job store could not "
-                                   "read it: ", job.status().message()));
 }
 
 absl::Status Coordinator::NotInMemoryLocked(const JobId& id, absl::string_view what) const {

@@ -56,6 +56,7 @@
 #include "coordinator/core/deferred_callbacks.h"
 #include "coordinator/core/job_table.h"
 #include "coordinator/core/kv_store.h"
+#include "coordinator/core/coordinator_metrics.h"
 #include "coordinator/core/log_store.h"
 #include "coordinator/core/options.h"
 #include "coordinator/core/report_rate_limiter.h"
@@ -374,9 +375,8 @@ class Coordinator {
   // worker and job (O(workers + jobs)): cheap at the 100 ms tick main uses, for thousands of
   // jobs.
   void CheckStaleness();
-  // Saves again every job whose last save failed (UnsavedJobs), with its current status; run
-  // off the ticker's thread (the store may take its whole timeout). Returns how many were
-  // saved now.
+  // Saves again every job whose last save failed (UnsavedJobs), with its current status, off
+  // the ticker's thread (the store may take its whole timeout). Returns how many it saved.
   size_t RetryUnsavedSaves();
 
   // Answers every parked long poll with UNAVAILABLE and refuses new ones. Idempotent.
@@ -384,46 +384,9 @@ class Coordinator {
 
   // ---- Monitoring (coordinator_metrics.cc) --------------------------------------------------
 
-  // One rank of a RUNNING job, from its latest step report (ranks that have not reported a
-  // step yet are left out).
-  struct RankMetrics {
-    std::string job;
-    uint32_t rank = 0;
-    uint64_t step = 0;
-    double loss = 0;
-    // batch_size x gradient_accumulation_steps / step time; unknown (nullopt) when the spec
-    // has no batch size (command jobs) or the step time is 0.
-    std::optional<double> samples_per_second;
-    double local_grad_norm = 0;
-    double synced_grad_norm = 0;
-    // The last drift the rank measured in this attempt (nullopt: none yet).
-    std::optional<double> drift;
-    double step_seconds = 0;
-    double comm_seconds = 0;
-    // The step judge's straggler score (StragglerScore: the share of the waiting it caused) and
-    // whether it
-    // is flagged; nullopt before the judge has a full window.
-    std::optional<double> straggler_score;
-    bool straggler_flagged = false;
-  };
-  // What the /metrics endpoint shows (http/prometheus_text.h formats it).
-  struct MetricsSnapshot {
-    // Every state but UNSPECIFIED is present (0 when none).
-    std::map<v1::WorkerState, int64_t> workers_by_state;
-    std::map<v1::JobState, int64_t> jobs_by_state;
-    // Alarms in every job's status, by kind (every kind but KIND_UNSPECIFIED present). One
-    // alarm per kind and rank set per attempt (later occurrences are its `repeats`).
-    std::map<v1::Alarm::Kind, int64_t> alarms_by_kind;
-    // Heartbeat calls received since this coordinator started (refused ones included).
-    uint64_t heartbeats_received = 0;
-    // Restarts of every job, in all (JobStatus.restarts summed; restored jobs' included, and
-    // those of the jobs archived since this coordinator started).
-    uint64_t restarts = 0;
-    // Finished jobs archived since this coordinator started (options.max_finished_jobs_kept).
-    uint64_t jobs_archived = 0;
-    // RUNNING jobs' ranks, by job then rank.
-    std::vector<RankMetrics> ranks;
-  };
+  // What the /metrics endpoint shows (coordinator_metrics.h).
+  using RankMetrics = CoordinatorRankMetrics;
+  using MetricsSnapshot = CoordinatorMetricsSnapshot;
   // A consistent snapshot, copied under the lock (O(workers + jobs + running ranks)).
   MetricsSnapshot Metrics();
 
@@ -455,13 +418,9 @@ class Coordinator {
                     DeferredCallbacks* deferred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The current attempt failed for `reason`, attributed to `culprit` (recorded in the
   // attempt's summary). With `restartable` and restarts left (spec.max_restarts) the job goes
-  // back to the head of the queue and is placed again as the next generation: at once for a
-  // first fault of its culprit, after a backoff (options.restart_backoff, doubling per repeat)
-  // when the culprit failed the job before within options.crash_loop_window (RestartDelay);
-  // otherwise it ends FAILED.
-  // With `count_restart` false (a pre-flight check quarantined a worker) the job is placed
-  // again at once, whatever its restarts, and the attempt does not count as one (nor as a
-  // fault of anyone).
+  // back to the head of the queue as the next generation, when restart_policy.h says;
+  // otherwise it ends FAILED. With `count_restart` false (a pre-flight check quarantined a
+  // worker) it is placed again at once, whatever its restarts, counted as no one's fault.
   void FailAttemptLocked(JobRecord* job, std::string reason, bool restartable,
                          const FailureCulprit& culprit, DeferredCallbacks* deferred,
                          bool count_restart = true)

@@ -19,6 +19,7 @@
 #include "common/ids.h"
 #include "coordinator/core/log_store.h"
 #include "coordinator/core/metrics_history.h"
+#include "coordinator/core/restart_policy.h"
 #include "coordinator/core/step_judge.h"
 #include "proto/ringleader.pb.h"
 
@@ -28,20 +29,6 @@ namespace ringleader {
 using WatchCallback = std::function<void(absl::StatusOr<v1::JobStatus>)>;
 // Completion of RunDoctor: the check's judgement, or an error.
 using DoctorCallback = std::function<void(absl::StatusOr<v1::PreflightResult>)>;
-
-// Whom a failed attempt is attributed to (the restart policy counts a culprit's repeats: see
-// CoordinatorOptions::crash_loop_window): the rank whose failure, loss or absence decided it
-// and that rank's worker, by name (a worker keeps its name across registrations). Neither set:
-// unknown (a rendezvous timeout naming several ranks, a coordinator restart).
-struct FailureCulprit {
-  std::optional<uint32_t> rank;
-  std::string worker;
-  bool known() const { return rank.has_value() || !worker.empty(); }
-  static FailureCulprit Unknown() { return FailureCulprit(); }
-  static FailureCulprit Of(const v1::RankStatus& rank) {
-    return FailureCulprit{rank.rank(), rank.worker_name()};
-  }
-};
 
 // One job. Plain data owned by JobTable.
 struct JobRecord {
