@@ -6,10 +6,10 @@
 #   deploy/gpu_bundle.sh OUT.tar.gz      # then, on the GPU node:
 #   tar xzf OUT.tar.gz && ringleader-gpu/gpu_check.sh --bundle ringleader-gpu
 #
-# The bundle holds bin/ (the four programs, the GPU test suites, the all-reduce benchmark), lib/
-# (every shared library they need except the C/C++ runtime and the CUDA ones: libcuda comes with
-# the driver; libcudart, libcublas and libnccl are found on the node by gpu_check.sh), and
-# gpu_check.sh. The node needs glibc >= the build host's and a libstdc++ at least as new.
+# The bundle holds bin/ (the four programs, the GPU test suites, the all-reduce benchmark, the
+# cuBLAS initcheck probe), lib/ (every shared library they need except the C/C++ runtime and the
+# CUDA ones: libcuda comes with the driver; libcudart, libcublas and libnccl are found on the node
+# by gpu_check.sh), and gpu_check.sh. The node needs glibc >= the build host's and a libstdc++ at least as new.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: deploy/gpu_bundle.sh OUT.tar.gz}
@@ -19,6 +19,7 @@ case $out in /*) ;; *) out=$PWD/$out ;; esac
 targets=(
   //coordinator:ringleader-coordinator //worker:ringleader-worker //worker:ringleader-rank
   //client:ringleader //worker/collective/gpu:nccl_allreduce_benchmark
+  //worker/trainer/gpu:cublas_initcheck_probe
   //common/gpu:gpu_devices_test //common/gpu:gpu_test_util_test
   //worker/trainer/gpu:gpu_mlp_test //worker/trainer/gpu:gpu_trainer_suite_test
   //worker/trainer/gpu:gpu_sharded_suite_test //worker/collective/gpu:nccl_suite_test

@@ -179,12 +179,12 @@ def cuda_architectures_header(name, out, **kwargs):
     _cuda_architectures_header(name = name, out = out, **kwargs)
 
 def gpu_product_sources(name = "product_sources"):
-    """A filegroup of the package's product sources (.cc, .cu, .h; no tests, test helpers or
-    benchmarks), which //tests/build:gpu_stream_lint_test reads."""
+    """A filegroup of the package's product sources (.cc, .cu, .h; no tests, test helpers,
+    benchmarks or diagnostic probes), which //tests/build:gpu_stream_lint_test reads."""
     native.filegroup(
         name = name,
         srcs = native.glob(
             ["*.cc", "*.cu", "*.h"],
-            exclude = ["*_benchmark.cc", "*_test.cc", "*_test_util.h", "*suite_util.h", "*suite_options.h"],
+            exclude = ["*_benchmark.cc", "*_probe.cu", "*_test.cc", "*_test_util.h", "*suite_util.h", "*suite_options.h"],
         ),
     )
