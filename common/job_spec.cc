@@ -327,6 +327,15 @@ absl::Status ValidateRecovery(const JobSpec& spec) {
     return Invalid(
         "checkpoint_format: sharded: ddp holds everything on every rank; use consolidated");
   }
+  if (spec.snapshot_interval_steps() > 0 && spec.disable_snapshots()) {
+    return Invalid(absl::StrCat("snapshot_interval_steps: ", spec.snapshot_interval_steps(),
+                                " with disable_snapshots: true; drop one of them"));
+  }
+  if (spec.snapshot_interval_steps() > 0 && StrategyOf(spec) != Strategy::kDdp) {
+    return Invalid(absl::StrCat(
+        "snapshot_interval_steps: snapshots in memory need strategy ddp (every rank holds the "
+        "whole state), got '", spec.strategy(), "'; drop it (restarts resume from checkpoints)"));
+  }
   if (spec.checkpoint_interval_steps() > 0 && spec.checkpoint_dir().empty()) {
     return Invalid(absl::StrCat("checkpoint_interval_steps: ", spec.checkpoint_interval_steps(),
                                 " needs checkpoint_dir (a directory every rank's host can read, "

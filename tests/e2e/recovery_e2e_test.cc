@@ -1,8 +1,8 @@
-// End to end, restarts from periodic checkpoints with real processes: a rank process killed
-// with SIGKILL mid-training restarts the job as generation 2 from the last checkpoint, and the
-// final weights equal an uninterrupted run's bit for bit; a corrupt newest checkpoint is named
-// and the previous one used; a job that keeps failing ends FAILED once its restarts are used,
-// listing every attempt.
+// End to end, restarts with real processes: a rank process killed with SIGKILL mid-training
+// restarts the job as generation 2 from the snapshot in memory of the last step (no step lost)
+// or, with snapshots off, from the last checkpoint, and the final weights equal an uninterrupted
+// run's bit for bit; a corrupt newest checkpoint is named and the previous one used; a job that
+// keeps failing ends FAILED once its restarts are used, listing every attempt.
 #include <signal.h>
 
 #include <cstring>
@@ -35,14 +35,16 @@ std::string CheckpointRoot(const std::string& name) {
   return (fs::path(std::getenv("TEST_TMPDIR")) / "checkpoints" / name).string();
 }
 
-// Three epochs (48 steps) with a checkpoint every kInterval steps and restarts.
-v1::JobSpec RecoverableSpec(const std::string& name) {
+// Three epochs (48 steps) with a checkpoint every kInterval steps and restarts; no snapshots in
+// memory, unless `snapshots` (then a restart resumes from them first).
+v1::JobSpec RecoverableSpec(const std::string& name, bool snapshots = false) {
   v1::JobSpec spec = SmallSyntheticSpec(name);
   spec.set_epochs(3);
   spec.set_checkpoint_dir(CheckpointRoot(name));
   spec.set_checkpoint_interval_steps(kInterval);
   spec.set_keep_last_checkpoints(3);
   spec.set_max_restarts(2);
+  spec.set_disable_snapshots(!snapshots);
   return spec;
 }
 
@@ -94,40 +96,67 @@ class RecoveryE2eTest : public ClusterTest {
     EXPECT_TRUE(written.ok()) << written;
     return seen;
   }
+
+  // Submits `spec` slowed down (50 ms a step on rank 0; sleeping changes no weight), SIGKILLs
+  // rank 1's process once it is a few steps past the first checkpoint, and returns the job's end.
+  static JobHistory KillRankOneMidTraining(v1::JobSpec spec) {
+    spec.mutable_model()->mutable_faults()->set_slow_rank(0);
+    spec.mutable_model()->mutable_faults()->set_slow_ms(50);
+    absl::StatusOr<std::string> id = cluster_->Submit(spec);
+    EXPECT_TRUE(id.ok()) << id.status();
+    if (!id.ok()) return JobHistory();
+    Cluster* cluster = cluster_;
+    v1::JobStatus running;
+    const absl::Status reached = WaitUntil(
+        [&] {
+          absl::StatusOr<v1::JobStatus> status = cluster->GetJob(*id);
+          if (!status.ok()) return false;
+          running = *status;
+          return status->last_checkpoint_step() >= kInterval && status->ranks_size() == 2 &&
+                 status->ranks(1).last_step().step() > kInterval + 2;
+        },
+        absl::Seconds(60), "rank 1 past the first checkpoint");
+    EXPECT_TRUE(reached.ok()) << reached << cluster->LogTails();
+    const int worker = cluster->WorkerIndex(running.ranks(1).worker_name());
+    EXPECT_GE(worker, 0);
+    const std::vector<ProcessRef> children = cluster->WorkerChildren(worker);
+    EXPECT_THAT(children, SizeIs(1));
+    if (children.size() == 1) {
+      EXPECT_EQ(kill(children[0].pid, SIGKILL), 0) << strerror(errno);
+    }
+    return cluster->WaitForEnd(*id, kJobTimeout);
+  }
 };
+
+TEST_F(RecoveryE2eTest, AKilledRankResumesFromTheSnapshotOfTheLastStepAndEndsBitIdentical) {
+  const JobHistory reference = RunJob(RecoverableSpec("snap-uninterrupted", true), kJobTimeout);
+  ASSERT_EQ(reference.final.state(), v1::JOB_STATE_SUCCEEDED) << LastReason(reference.final);
+  const JobHistory history = KillRankOneMidTraining(RecoverableSpec("snap-killed", true));
+  const v1::JobStatus& final = history.final;
+  ASSERT_EQ(final.state(), v1::JOB_STATE_SUCCEEDED) << LastReason(final);
+  ASSERT_THAT(final.attempts(), SizeIs(2));
+  const uint64_t resumed = final.attempts(1).resumed_from_step();
+  // The last step every rank completed is the one resumed from (rank 0's snapshot of it, when
+  // the killed rank's own was still being written): at most one step is run again.
+  EXPECT_GE(resumed + 1, final.attempts(0).last_step());
+  EXPECT_GT(resumed % kInterval, 0u) << "resumed from a checkpoint, not a snapshot";
+  EXPECT_TRUE(HasEvent(final, absl::StrCat("step-", resumed, ".snap (step ", resumed, ")")))
+      << final.DebugString();
+  ExpectBitIdentical(ReadFinal(final), ReadFinal(reference.final));
+  std::cout << "killed at step " << final.attempts(0).last_step() << ", resumed after step "
+            << resumed << " from memory; restart took "
+            << absl::FormatDuration(absl::Milliseconds(final.attempts(1).start_time_unix_ms() -
+                                                       final.attempts(0).end_time_unix_ms()))
+            << std::endl;
+}
 
 TEST_F(RecoveryE2eTest, AKilledRankRestartsFromTheLastCheckpointAndEndsBitIdentical) {
   const JobHistory reference = RunJob(RecoverableSpec("uninterrupted"), kJobTimeout);
   ASSERT_EQ(reference.final.state(), v1::JOB_STATE_SUCCEEDED) << LastReason(reference.final);
   ASSERT_EQ(reference.final.generation(), 1u);
 
-  // The same job, slowed down (50 ms a step on rank 0; sleeping changes no weight) so the
-  // test can kill rank 1's process in the middle of training.
-  v1::JobSpec spec = RecoverableSpec("killed");
-  spec.mutable_model()->mutable_faults()->set_slow_rank(0);
-  spec.mutable_model()->mutable_faults()->set_slow_ms(50);
-  absl::StatusOr<std::string> id = cluster_->Submit(spec);
-  ASSERT_TRUE(id.ok()) << id.status();
-  v1::JobStatus running;
-  ASSERT_TRUE(WaitUntil(
-                  [&] {
-                    absl::StatusOr<v1::JobStatus> status = cluster_->GetJob(*id);
-                    if (!status.ok()) return false;
-                    running = *status;
-                    return status->last_checkpoint_step() >= kInterval &&
-                           status->ranks_size() == 2 &&
-                           status->ranks(1).last_step().step() > kInterval + 2;
-                  },
-                  absl::Seconds(60), "rank 1 past the first checkpoint")
-                  .ok())
-      << cluster_->LogTails();
-  const int worker = cluster_->WorkerIndex(running.ranks(1).worker_name());
-  ASSERT_GE(worker, 0);
-  const std::vector<ProcessRef> children = cluster_->WorkerChildren(worker);
-  ASSERT_THAT(children, SizeIs(1));
-  ASSERT_EQ(kill(children[0].pid, SIGKILL), 0) << strerror(errno);
-
-  const JobHistory history = cluster_->WaitForEnd(*id, kJobTimeout);
+  // The same job; rank 1's process killed in the middle of training.
+  const JobHistory history = KillRankOneMidTraining(RecoverableSpec("killed"));
   const v1::JobStatus& final = history.final;
   ASSERT_EQ(final.state(), v1::JOB_STATE_SUCCEEDED) << LastReason(final);
   EXPECT_EQ(final.generation(), 2u);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "common/file_names.h"
 #include "worker/daemon/job_paths.h"
 
 namespace ringleader {
@@ -82,14 +83,8 @@ std::string LastLineOf(const fs::path& dir) {
 }  // namespace
 
 std::string AttemptDirName(const v1::Assignment& assignment) {
-  std::string job = assignment.job_id();
-  for (char& c : job) {
-    const bool keep = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                      c == '.' || c == '_' || c == '-';
-    if (!keep) c = '_';
-  }
-  if (job.empty() || job[0] == '.') job.insert(0, "job");
-  return absl::StrCat(job, "-g", assignment.generation(), "-r", assignment.rank());
+  return absl::StrCat(SafeFileName(assignment.job_id()), "-g", assignment.generation(), "-r",
+                      assignment.rank());
 }
 
 WorkerDaemon::WorkerDaemon(CoordinatorClient* client, WorkerDaemonOptions options)
@@ -295,8 +290,27 @@ void WorkerDaemon::AbandonChild(uint64_t serial, const std::string& why) {
   child_->Terminate(options_.kill_grace);
 }
 
+std::string WorkerDaemon::SnapshotDirFor(const v1::Assignment& assignment) const {
+  if (options_.snapshot_dir.empty()) return "";
+  const std::string job = SafeFileName(assignment.job_id());
+  // One job's snapshots at a time: another job's are of no use any more (memory is scarce).
+  std::error_code error;
+  for (fs::directory_iterator it(options_.snapshot_dir, error), end; !error && it != end;
+       it.increment(error)) {
+    if (it->path().filename() != job) fs::remove_all(it->path(), error);
+  }
+  return (fs::path(options_.snapshot_dir) / job).string();
+}
+
 absl::Status WorkerDaemon::Run() {
   if (absl::Status status = ValidateOptions(options_); !status.ok()) return status;
+  if (!options_.snapshot_dir.empty()) {
+    // Snapshots an earlier daemon left belong to attempts this one knows nothing of.
+    std::error_code error;
+    fs::remove_all(options_.snapshot_dir, error);
+    Log(absl::StrCat("snapshots in memory of the ranks go to ", options_.snapshot_dir,
+                     " (--snapshot_dir)"));
+  }
   absl::StatusOr<AllowedRoots> roots = AllowedRoots::Create(options_.allowed_roots);
   if (!roots.ok()) {
     return absl::InvalidArgumentError(
@@ -359,6 +373,10 @@ absl::Status WorkerDaemon::Run() {
   client_->CancelAll();
   heartbeats.join();
   if (options_.on_lease_change) options_.on_lease_change(false);
+  if (!options_.snapshot_dir.empty()) {
+    std::error_code error;
+    fs::remove_all(options_.snapshot_dir, error);  // no rank of this daemon resumes from them
+  }
   Log("stopped");
   return absl::OkStatus();
 }
@@ -423,6 +441,7 @@ void WorkerDaemon::RunAttempt(const v1::Assignment& assignment) {
       return;
     }
   }
+  const std::string snapshots = SnapshotDirFor(assignment);
   std::vector<std::string> argv = {
       options_.rank_binary,
       absl::StrCat("--assignment=", assignment_file.string()),
@@ -431,6 +450,7 @@ void WorkerDaemon::RunAttempt(const v1::Assignment& assignment) {
       absl::StrCat("--report_marker=", marker.string()),
   };
   if (options_.gpu >= 0) argv.push_back(absl::StrCat("--gpu=", options_.gpu));
+  if (!snapshots.empty()) argv.push_back(absl::StrCat("--snapshot_dir=", snapshots));
   {
     // A rank whose collective failed because a peer vanished waits, before reporting, until
     // the coordinator could have declared that peer's worker lost (heartbeat timeout plus one

@@ -99,6 +99,10 @@ struct WorkerDaemonOptions {
   std::string coordinator_address;
   // Per-attempt directories are created below it (created if missing). Required.
   std::string work_dir;
+  // The ranks' snapshots in memory go to <snapshot_dir>/<job> (worker/rank/snapshots.h): tmpfs,
+  // so they outlive a rank process, not the host. Emptied when Run() starts and when it
+  // returns; starting a rank of a new job removes the other jobs' there. "" = none.
+  std::string snapshot_dir;
   // Path of the rank binary. Required (main() defaults it to ringleader-rank next to itself).
   std::string rank_binary;
   // Appended to every rank command line (test hooks, extra logging flags).
@@ -181,6 +185,8 @@ class WorkerDaemon {
   void TerminateChild(const v1::JobAttempt* attempt, const std::string& why);
   // The running rank process's /proc state (ProcessState), "" when none runs.
   std::string RankProcessState() const;
+  // The rank's --snapshot_dir for `assignment` ("" = none), other jobs' removed.
+  std::string SnapshotDirFor(const v1::Assignment& assignment) const;
   // Terminates the running child if it is child number `serial` (0 = whichever runs), and
   // marks it abandoned (RunAttempt then reports nothing for it); `why` goes to the log.
   void AbandonChild(uint64_t serial, const std::string& why);

@@ -27,6 +27,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "common/coordinator_addresses.h"
 #include "common/job_spec.h"
@@ -46,6 +47,11 @@ ABSL_FLAG(int, gpu, -1, "Drive GPU N (CUDA device index) instead of the CPU.");
 ABSL_FLAG(std::string, work_dir, "",
           "Directory for per-attempt files (assignment, rank log); default "
           "<temp dir>/ringleader-worker/<name>.");
+ABSL_FLAG(std::string, snapshot_dir, "",
+          "Where the ranks keep their snapshots in memory (DIR/<job>; emptied at start and at a "
+          "clean stop); default /dev/shm/ringleader-snapshots/<name>-<hash of --work_dir>, or "
+          "<work_dir>/snapshots without /dev/shm; "
+          "'none' = no snapshots (restarts resume from checkpoints only).");
 ABSL_FLAG(std::string, rank_binary, "",
           "Path of the rank binary; default ringleader-rank next to this executable.");
 ABSL_FLAG(std::vector<std::string>, rank_args, {},
@@ -145,6 +151,20 @@ int Main(int argc, char** argv) {
     std::error_code error;
     options.work_dir =
         (std::filesystem::temp_directory_path(error) / "ringleader-worker" / options.name).string();
+  }
+  options.snapshot_dir = absl::GetFlag(FLAGS_snapshot_dir);
+  if (options.snapshot_dir == "none") {
+    options.snapshot_dir.clear();
+  } else if (options.snapshot_dir.empty()) {
+    // Memory, one directory per daemon: named after the worker and its work directory, so that
+    // daemons of one host never share one.
+    std::error_code error;
+    const std::string work_dir = std::filesystem::absolute(options.work_dir, error).string();
+    options.snapshot_dir =
+        std::filesystem::is_directory("/dev/shm", error)
+            ? absl::StrFormat("/dev/shm/ringleader-snapshots/%s-%08x", options.name,
+                              static_cast<uint32_t>(std::hash<std::string>()(work_dir)))
+            : (std::filesystem::path(options.work_dir) / "snapshots").string();
   }
   options.allowed_roots = absl::GetFlag(FLAGS_allowed_roots);
   if (options.allowed_roots.empty()) {

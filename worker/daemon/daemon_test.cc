@@ -4,6 +4,9 @@
 
 #include <signal.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -185,6 +188,27 @@ TEST_F(WorkerDaemonTest, RankCommandLineCarriesAssignmentCoordinatorWorkerIdAndE
   EXPECT_THAT(text.str(), HasSubstr("--coordinator_grace=1m"));
   EXPECT_THAT(text.str(), ::testing::Not(HasSubstr("--gpu")));
   EXPECT_EQ(AttemptDirName(a), "job_with_space-g3-r1");
+}
+
+TEST_F(WorkerDaemonTest, EachJobsRanksGetTheirSnapshotDirectoryAndOtherJobsAreRemoved) {
+  const fs::path root = fs::path(options_.work_dir) / "snapshots";
+  fs::create_directories(root / "left-by-an-earlier-daemon");
+  options_.snapshot_dir = root.string();
+  StartDaemon();
+  const v1::Assignment first = MakeAssignment("job/one", "succeed");
+  Assign(first);
+  Finished(0);
+  EXPECT_FALSE(fs::exists(root / "left-by-an-earlier-daemon"));  // emptied at start
+  std::stringstream text;
+  text << std::ifstream(AttemptFile(first, "args.txt")).rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("--snapshot_dir=" + (root / "job_one").string()));
+  // The first job's rank left snapshots; the second job's rank start removes them.
+  fs::create_directories(root / "job_one");
+  Assign(MakeAssignment("job-two", "succeed"));
+  Finished(1);
+  EXPECT_FALSE(fs::exists(root / "job_one"));
+  StopDaemon();
+  EXPECT_FALSE(fs::exists(root));  // a clean stop leaves nothing in memory
 }
 
 TEST_F(WorkerDaemonTest, RankThatReportedItselfIsNotReportedAgain) {

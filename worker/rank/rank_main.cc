@@ -50,6 +50,9 @@ ABSL_FLAG(std::string, worker_id, "", "Id of the worker running this rank (requi
 ABSL_FLAG(std::string, report_marker, "",
           "File written once the coordinator has this rank's FinishRank report.");
 ABSL_FLAG(int, gpu, -1, "GPU index for backend nccl (set by the daemon's --gpu).");
+ABSL_FLAG(std::string, snapshot_dir, "",
+          "Directory for this rank's snapshots in memory (set by the daemon: its --snapshot_dir "
+          "and the job); empty = none.");
 ABSL_FLAG(std::string, collective_host, "127.0.0.1",
           "Address this rank's gloo listener binds to and peers connect to; set it to the "
           "host's cluster-facing address for multi-host jobs.");
@@ -192,6 +195,7 @@ int Main(int argc, char** argv) {
   // silent_rank_after).
   options.reporting.keepalive_interval = absl::Seconds(1);
   options.gpu = absl::GetFlag(FLAGS_gpu);
+  options.snapshot_dir = absl::GetFlag(FLAGS_snapshot_dir);
   options.mutate_spec_for_test =
       MutateSpecHookApplies(absl::GetFlag(FLAGS_test_only_mutate_spec), assignment);
   options.make_collective = MakeCollectiveFactory(client.get(), gloo);

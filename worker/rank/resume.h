@@ -10,7 +10,15 @@
 //             rank's host reads: a shared file system for multi-host jobs)
 //
 // Every rank thus resumes from the same step even when a newer file is corrupt or being
-// copied: rank 0 alone chooses, and the others follow. A sharded checkpoint is chosen only when
+// copied: rank 0 alone chooses, and the others follow.
+//
+// Snapshots in memory (snapshots.h) come first: with a snapshot directory every rank of a
+// restarted attempt publishes the newest snapshot step it holds (kSnapshotStepKey + rank);
+// rank 0 takes the newest step S any rank holds when it is at least the newest checkpoint's,
+// names the lowest rank holding it as the source and publishes "S source heal" under
+// kSnapshotResumeKey (heal = 1 when some rank lacks S). A rank holding S resumes from its own
+// copy; the others start from the seed's weights and receive S's bytes from the source over the
+// collective once it is up (heal.h), never from disk. A sharded checkpoint is chosen only when
 // every shard matches its manifest (checkpoint/checkpoint_series.h); the decision then holds the
 // manifest, and each rank reads its shards from beside it (starting_state.h).
 #ifndef RINGLEADER_WORKER_RANK_RESUME_H_
@@ -32,6 +40,10 @@ namespace ringleader {
 
 // Key of the attempt's store under which rank 0 publishes the checkpoint path.
 inline constexpr char kResumeKey[] = "resume/checkpoint";
+// Keys of the snapshot decision: each rank's newest snapshot step (+ the rank; "" for none),
+// and rank 0's choice ("<step> <source rank> <heal 0|1>", "" for none).
+inline constexpr char kSnapshotStepKey[] = "resume/snapshot-of-rank-";
+inline constexpr char kSnapshotResumeKey[] = "resume/snapshot";
 
 // "<checkpoint_dir>/<job id made safe as a file name>": where the job's checkpoints live
 // ("" when the spec has no checkpoint_dir).
@@ -48,17 +60,30 @@ std::string JobCheckpointDir(const v1::JobSpec& spec, const std::string& job_id)
 absl::StatusOr<DirectoryHandle> OpenJobCheckpointDir(const v1::JobSpec& spec,
                                                      const std::string& job_id, bool create);
 
+// A job whose ranks take snapshots (the same on every rank: the spec and its strategy decide).
+struct SnapshotTier {
+  std::string dir;  // this rank's snapshot directory; "" when its worker keeps none
+};
+
 struct ResumeDecision {
-  std::optional<CheckpointData> checkpoint;  // none: start from step 0
+  std::optional<CheckpointData> checkpoint;  // none: start from step 0 (or from the heal)
   std::string path;                          // the checkpoint's path, when there is one
-  std::vector<std::string> skipped;          // rank 0: newer files it could not use
+  std::vector<std::string> skipped;          // newer files this rank could not use
+  // Resuming from a snapshot in memory of step `snapshot_step`. `heal`: some rank lacks it and
+  // every rank takes part in BroadcastBytes from `heal_source`, which keeps the snapshot's file
+  // in `snapshot_bytes`; a rank without `checkpoint` rebuilds its model from what it receives.
+  bool from_snapshot = false;
+  uint64_t snapshot_step = 0;
+  bool heal = false;
+  int heal_source = -1;
+  std::string snapshot_bytes;
 };
 
 // The decision for this rank of `assignment` (see the file comment); `spec` has its defaults
 // applied, `fingerprint` is the spec's. `timeout` bounds rank r's wait for rank 0. Rank 0 reads
 // the directory through OpenJobCheckpointDir (a missing one holds nothing to resume from);
 // rank r reads the published file with O_NOFOLLOW.
-// Errors: rank 0: OpenJobCheckpointDir's other than NOT_FOUND (FAILED_PRECONDITION for a
+// `snapshots`: null when the job takes no snapshots. Errors: rank 0: OpenJobCheckpointDir's other than NOT_FOUND (FAILED_PRECONDITION for a
 // symbolic link); the store's (DEADLINE_EXCEEDED when rank 0 never published); rank r: the read
 // of the published file (FAILED_PRECONDITION when it is a symbolic link), FAILED_PRECONDITION
 // "... is not readable on this rank's host: ..." when it does not exist here (a checkpoint_dir
@@ -66,7 +91,8 @@ struct ResumeDecision {
 absl::StatusOr<ResumeDecision> DecideResume(const v1::Assignment& assignment,
                                             const v1::JobSpec& spec,
                                             const std::string& fingerprint, KeyValueStore* store,
-                                            absl::Duration timeout);
+                                            absl::Duration timeout,
+                                            const SnapshotTier* snapshots = nullptr);
 
 }  // namespace ringleader
 

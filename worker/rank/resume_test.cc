@@ -6,12 +6,14 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "checkpoint/checkpoint_series.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/collective/in_memory_key_value_store.h"
+#include "worker/rank/snapshots.h"
 
 namespace ringleader {
 namespace {
@@ -161,6 +163,95 @@ TEST_F(ResumeTest, RankZeroNeverPublishingIsADeadlineNotAHang) {
   absl::StatusOr<ResumeDecision> one =
       DecideResume(Attempt(2, 1), spec_, "fp", &store_, absl::Milliseconds(10));
   EXPECT_EQ(one.status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+// Snapshots in memory: every rank's decision, the ranks deciding at once (rank 0 waits for the
+// others' newest steps).
+class SnapshotDecisionTest : public ResumeTest {
+ protected:
+  std::string SnapshotDir(uint32_t rank) const { return absl::StrCat(root_, "/snap-", rank); }
+
+  void SnapshotAt(uint32_t rank, uint64_t step) {
+    CheckpointData data;
+    data.step = step;
+    data.spec_fingerprint = "fp";
+    data.tensors.push_back({"fc1.weight", {1}, {static_cast<float>(step)}});
+    ASSERT_TRUE(
+        WriteCheckpoint(absl::StrCat(SnapshotDir(rank), "/", SnapshotFileName(step)), data).ok());
+  }
+
+  std::vector<absl::StatusOr<ResumeDecision>> Decide(uint64_t generation = 2) {
+    std::vector<absl::StatusOr<ResumeDecision>> decisions(2, absl::UnknownError("not run"));
+    std::vector<std::thread> threads;
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      threads.emplace_back([&, rank] {
+        const SnapshotTier tier{SnapshotDir(rank)};
+        decisions[rank] = DecideResume(Attempt(generation, rank), spec_, "fp", &store_,
+                                       absl::Seconds(5), &tier);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    return decisions;
+  }
+};
+
+TEST_F(SnapshotDecisionTest, EveryRankHoldingTheNewestSnapshotResumesFromItsOwn) {
+  WriteAt(10);
+  SnapshotAt(0, 12);
+  SnapshotAt(1, 12);
+  const auto decisions = Decide();
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(decisions[rank].ok()) << decisions[rank].status();
+    const ResumeDecision& d = *decisions[rank];
+    EXPECT_TRUE(d.from_snapshot);
+    EXPECT_FALSE(d.heal);
+    EXPECT_EQ(d.snapshot_step, 12u);
+    ASSERT_TRUE(d.checkpoint.has_value());
+    EXPECT_EQ(d.checkpoint->step, 12u);
+    EXPECT_EQ(d.path, absl::StrCat(SnapshotDir(rank), "/", SnapshotFileName(12)));
+    EXPECT_TRUE(d.snapshot_bytes.empty());  // nobody needs them sent
+  }
+}
+
+TEST_F(SnapshotDecisionTest, ARankWithoutItIsHealedByTheLowestRankHoldingIt) {
+  SnapshotAt(0, 7);  // older: rank 0 takes the step 9 rank 1 holds
+  SnapshotAt(1, 9);
+  const auto decisions = Decide();
+  ASSERT_TRUE(decisions[0].ok()) << decisions[0].status();
+  ASSERT_TRUE(decisions[1].ok()) << decisions[1].status();
+  EXPECT_TRUE(decisions[0]->heal);
+  EXPECT_EQ(decisions[0]->heal_source, 1);
+  EXPECT_EQ(decisions[0]->snapshot_step, 9u);
+  EXPECT_FALSE(decisions[0]->checkpoint.has_value());  // it receives the state
+  EXPECT_THAT(decisions[0]->path, HasSubstr("snapshot of step 9 in rank 1"));
+  ASSERT_TRUE(decisions[1]->checkpoint.has_value());
+  EXPECT_EQ(decisions[1]->checkpoint->step, 9u);
+  EXPECT_FALSE(decisions[1]->snapshot_bytes.empty());  // the source keeps the file to send
+}
+
+TEST_F(SnapshotDecisionTest, ANewerCheckpointWinsOverOlderSnapshots) {
+  WriteAt(20);
+  SnapshotAt(0, 12);
+  SnapshotAt(1, 12);
+  const auto decisions = Decide();
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(decisions[rank].ok()) << decisions[rank].status();
+    EXPECT_FALSE(decisions[rank]->from_snapshot);
+    ASSERT_TRUE(decisions[rank]->checkpoint.has_value());
+    EXPECT_EQ(decisions[rank]->checkpoint->step, 20u);
+  }
+}
+
+TEST_F(SnapshotDecisionTest, WithoutSnapshotsOrCheckpointsEveryRankStartsFromTheSeed) {
+  spec_.clear_checkpoint_dir();
+  const auto decisions = Decide();
+  for (uint32_t rank = 0; rank < 2; ++rank) {
+    ASSERT_TRUE(decisions[rank].ok()) << decisions[rank].status();
+    EXPECT_FALSE(decisions[rank]->from_snapshot);
+    EXPECT_FALSE(decisions[rank]->checkpoint.has_value());
+  }
+  // The first generation decides nothing and touches no snapshot.
+  for (const auto& d : Decide(1)) EXPECT_FALSE(d->from_snapshot);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "worker/collective/gloo/gloo_test_util.h"
 #include "worker/collective/in_memory_key_value_store.h"
 #include "worker/coordinator_client/fake_coordinator.h"
+#include "worker/rank/attempt_test_util.h"
 #include "worker/rank/training_loop.h"
 
 namespace ringleader {
@@ -37,32 +38,6 @@ using testing_util::Watchdog;
 constexpr uint64_t kSteps = 30;
 constexpr uint64_t kInterval = 5;
 constexpr uint32_t kCrashStep = 23;  // after the checkpoints of steps 5, 10, 15 and 20
-
-// FakeCoordinator with the key-value RPCs of one attempt (KvGet waits for its key).
-class KvFakeCoordinator : public FakeCoordinator {
- public:
-  using FakeCoordinator::FakeCoordinator;
-  absl::StatusOr<v1::KvSetResponse> KvSet(const v1::KvSetRequest& request) override {
-    absl::MutexLock lock(&kv_mu_);
-    kv_[request.key()] = request.value();
-    return v1::KvSetResponse();
-  }
-  absl::StatusOr<v1::KvGetResponse> KvGet(const v1::KvGetRequest& request) override {
-    absl::MutexLock lock(&kv_mu_);
-    auto present = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return kv_.count(request.key()) > 0; };
-    if (!kv_mu_.AwaitWithTimeout(absl::Condition(&present),
-                                 absl::Milliseconds(request.wait_timeout_ms()))) {
-      return absl::DeadlineExceededError("not set yet");
-    }
-    v1::KvGetResponse response;
-    response.set_value(kv_[request.key()]);
-    return response;
-  }
-
- private:
-  absl::Mutex kv_mu_;
-  std::map<std::string, std::string> kv_ ABSL_GUARDED_BY(kv_mu_);
-};
 
 v1::JobSpec Spec(const std::string& strategy, const std::string& tag, bool crash,
                  const std::string& format = "sharded") {
@@ -98,53 +73,7 @@ v1::JobSpec Spec(const std::string& strategy, const std::string& tag, bool crash
   return spec;
 }
 
-struct Attempt {
-  std::vector<RankRunResult> results;
-  std::vector<std::vector<v1::StepReport>> steps;  // per rank
-};
-
-// Every rank of `spec` as generation `generation` of job "job-1".
-Attempt RunAttempt(const v1::JobSpec& spec, uint64_t generation) {
-  KvFakeCoordinator fake(JobSpecFingerprint(spec));
-  auto store = std::make_shared<InMemoryKeyValueStore>();
-  Attempt attempt;
-  attempt.results.resize(spec.world_size());
-  std::vector<std::thread> threads;
-  for (uint32_t rank = 0; rank < spec.world_size(); ++rank) {
-    threads.emplace_back([&, rank] {
-      v1::Assignment assignment;
-      assignment.set_job_id("job-1");
-      assignment.set_generation(generation);
-      assignment.set_rank(rank);
-      assignment.set_world_size(spec.world_size());
-      *assignment.mutable_spec() = spec;
-      assignment.set_spec_fingerprint(JobSpecFingerprint(spec));
-      TrainingLoopOptions options;
-      options.worker_id = absl::StrCat("w", rank);
-      options.log = [](const std::string&) {};
-      options.victim_report_delay = absl::ZeroDuration();
-      options.crash = [](uint64_t step) {
-        return absl::InternalError(absl::StrCat("injected crash before step ", step));
-      };
-      const std::string prefix = absl::StrCat("job-1/", generation, "/");
-      options.make_collective = [store, prefix](const v1::Assignment& a, const ComputePlacement&,
-                                                const RendezvousProgress& progress) {
-        GlooOptions gloo;
-        gloo.on_progress = progress;
-        gloo.rendezvous_timeout = absl::Seconds(20);
-        gloo.collective_timeout = absl::Milliseconds(a.spec().collective_timeout_ms());
-        return CreateGlooCollective(store, prefix, static_cast<int>(a.rank()),
-                                    static_cast<int>(a.world_size()), gloo);
-      };
-      attempt.results[rank] = RunRank(assignment, &fake, options);
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  for (uint32_t rank = 0; rank < spec.world_size(); ++rank) {
-    attempt.steps.push_back(fake.steps(rank));
-  }
-  return attempt;
-}
+using Attempt = AttemptResult;
 
 void ExpectOk(const Attempt& attempt, const std::string& what) {
   for (size_t rank = 0; rank < attempt.results.size(); ++rank) {

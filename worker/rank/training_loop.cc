@@ -24,12 +24,14 @@
 #include "worker/rank/evaluation.h"
 #include "worker/rank/failure_context.h"
 #include "worker/rank/gpu/gpu_model_runner.h"
+#include "worker/rank/heal.h"
 #include "worker/rank/heap_usage.h"
 #include "worker/rank/job_data.h"
 #include "worker/rank/parameter_plan.h"
 #include "worker/rank/preflight_rank.h"
 #include "worker/rank/rank_activity.h"
 #include "worker/rank/resume.h"
+#include "worker/rank/snapshots.h"
 #include "worker/rank/starting_state.h"
 #include "worker/rank/step_runner.h"
 #include "worker/rank/trace_report.h"
@@ -123,6 +125,9 @@ class RankTrainer {
     RETURN_IF_ERROR(Annotate(FlushWithinGrace(), absl::StrCat("rank ", rank_, ": reporting")));
     RETURN_IF_ERROR(Annotate(CheckpointError(WriteFinalCheckpoint()),
                              absl::StrCat("rank ", rank_, ": checkpoint")));
+    // The job ended here: its snapshots in this worker's memory are not needed any more.
+    snapshot_writer_.reset();
+    if (!options_.snapshot_dir.empty()) RemoveSnapshots(options_.snapshot_dir);
     Log(absl::StrFormat("rank %d finished: %d steps, final loss %.4f%s", rank_, outcome_.steps,
                         outcome_.final_loss,
                         outcome_.checkpoint_path.empty()
@@ -273,6 +278,7 @@ class RankTrainer {
       RETURN_IF_ERROR(JobError(CheckBuffersForBackend(spec_.backend(), model->buffers(),
                                                       spec_.sync().ignore_bool_buffers())));
     }
+    model.reset();  // BuildRunner makes the one that trains
 
     SgdOptions sgd;
     sgd.lr = spec_.optimizer().learning_rate();
@@ -281,36 +287,24 @@ class RankTrainer {
     sgd.weight_decay = spec_.optimizer().weight_decay();
     sgd.nesterov = spec_.optimizer().nesterov();
     RETURN_IF_ERROR(JobError(ValidateSgdOptions(sgd)));
-    // A restarted attempt resumes from the checkpoint rank 0 chose: parameters and buffers go
-    // into the host model before the runner copies it, the optimizer's state after.
+    // A restarted attempt resumes from the snapshot or checkpoint rank 0 chose (resume.h).
     CoordinatorKeyValueStoreOptions store_options;
     store_options.clock = clock_;
     CoordinatorKeyValueStore store(client_, assignment_.job_id(), assignment_.generation(),
                                    store_options);
     Enter(v1::RANK_PHASE_RESUMING);
+    // Snapshots in memory (snapshots.h): where every rank holds the whole state.
+    std::optional<SnapshotTier> snapshots;
+    if (!spec_.disable_snapshots() && strategy_->holds_whole_state()) {
+      snapshots = SnapshotTier{options_.snapshot_dir};
+    }
     ASSIGN_OR_RETURN(resume_, DecideResume(assignment_, spec_, fingerprint_, &store,
-                                           collective_timeout_));
-    // The resumed checkpoint, or model.init_from (starting_state.h).
-    ASSIGN_OR_RETURN(std::optional<StartingOptimizerState> optimizer_state,
-                     LoadStartingState(spec_, rank_, fingerprint_, resume_, sgd, model.get()));
-    if (resume_.checkpoint.has_value()) resume_step_ = resume_.checkpoint->step;
-    if (BackendOf(spec_) == Backend::kNccl) {
-      GpuRunnerOptions gpu;
-      gpu.gpu = options_.gpu;
-      gpu.bf16_mixed_precision = MixedPrecisionOf(spec_) == Precision::kBf16;
-      ASSIGN_OR_RETURN(runner_, CreateGpuModelRunner(std::move(model), sgd, gpu));
-    } else {
-      runner_ = CreateCpuModelRunner(std::move(model), sgd);
+                                           collective_timeout_,
+                                           snapshots.has_value() ? &*snapshots : nullptr));
+    if (snapshots.has_value() && !options_.snapshot_dir.empty()) {
+      snapshot_writer_ = std::make_unique<SnapshotWriter>(options_.snapshot_dir);
     }
-    // Before the resumed state goes in: a whole checkpoint's momentum is then cut to this
-    // rank's shard.
-    RETURN_IF_ERROR(strategy_->PrepareRunner(runner_.get()));
-    if (optimizer_state.has_value()) {
-      RETURN_IF_ERROR(Annotate(runner_->RestoreOptimizerState(optimizer_state->momentum,
-                                                              optimizer_state->step_count),
-                               optimizer_state->source));
-    }
-    resume_.checkpoint.reset();  // restored: the tensors are not needed any more
+    RETURN_IF_ERROR(BuildRunner(sgd, layers, mlp_options));
     sampler_ = std::make_unique<DistributedSampler>(data_.train.size, world_, rank_, spec_.seed(),
                                                     spec_.data().shuffle());
 
@@ -331,6 +325,7 @@ class RankTrainer {
     // Every collective goes through the trace: hang forensics and arrival times.
     comm_ = std::make_unique<TracedCollective>(std::move(backend), trace_);
 
+    if (resume_.heal) RETURN_IF_ERROR(Heal(sgd, layers, mlp_options));
     RETURN_IF_ERROR(strategy_->Connect(runner_.get(), comm_.get()));
     steps_ = std::make_unique<StepRunner>(spec_, rank_, plan_, runner_.get(), comm_.get(),
                                           strategy_.get(), clock_, options_.sleep, trace_);
@@ -358,6 +353,66 @@ class RankTrainer {
     return absl::OkStatus();
   }
 
+  // The model runner, starting from resume_'s state (or model.init_from, or the seed's weights):
+  // parameters and buffers go into the host model before the runner copies it, the optimizer's
+  // state after.
+  absl::Status BuildRunner(const SgdOptions& sgd, std::vector<size_t> layers,
+                           const MlpOptions& mlp_options) {
+    auto model = std::make_unique<Mlp>(std::move(layers), spec_.seed(), mlp_options);
+    ASSIGN_OR_RETURN(std::optional<StartingOptimizerState> optimizer_state,
+                     LoadStartingState(spec_, rank_, fingerprint_, resume_, sgd, model.get()));
+    if (resume_.checkpoint.has_value()) resume_step_ = resume_.checkpoint->step;
+    runner_.reset();  // a healed rank's first runner goes before the second takes its memory
+    if (BackendOf(spec_) == Backend::kNccl) {
+      GpuRunnerOptions gpu;
+      gpu.gpu = options_.gpu;
+      gpu.bf16_mixed_precision = MixedPrecisionOf(spec_) == Precision::kBf16;
+      ASSIGN_OR_RETURN(runner_, CreateGpuModelRunner(std::move(model), sgd, gpu));
+    } else {
+      runner_ = CreateCpuModelRunner(std::move(model), sgd);
+    }
+    // Before the resumed state goes in: a whole checkpoint's momentum is then cut to this
+    // rank's shard.
+    RETURN_IF_ERROR(strategy_->PrepareRunner(runner_.get()));
+    if (optimizer_state.has_value()) {
+      RETURN_IF_ERROR(Annotate(runner_->RestoreOptimizerState(optimizer_state->momentum,
+                                                              optimizer_state->step_count),
+                               optimizer_state->source));
+    }
+    resume_.checkpoint.reset();  // restored: the tensors are not needed any more
+    return absl::OkStatus();
+  }
+
+  // Healing from a live peer (heal.h): the snapshot resume_ names goes from its source to every
+  // rank over the collective; a rank that lacked it rebuilds its runner from it.
+  absl::Status Heal(const SgdOptions& sgd, const std::vector<size_t>& layers,
+                    const MlpOptions& mlp_options) {
+    const bool lacking = resume_step_ != resume_.snapshot_step;
+    Enter(v1::RANK_PHASE_RESUMING,
+          absl::StrCat(lacking ? "receiving" : "sending", " the snapshot of step ",
+                       resume_.snapshot_step, lacking ? " from rank " : "",
+                       lacking ? absl::StrCat(resume_.heal_source) : ""));
+    const absl::Time start = clock_->Now();
+    ASSIGN_OR_RETURN(std::string bytes,
+                     BroadcastBytes(comm_.get(), runner_->memory(), resume_.heal_source,
+                                    resume_.snapshot_bytes, collective_timeout_));
+    resume_.snapshot_bytes.clear();
+    if (!lacking) return absl::OkStatus();
+    ASSIGN_OR_RETURN(CheckpointData data, DecodeCheckpoint(resume_.path, bytes));
+    if (data.step != resume_.snapshot_step || data.spec_fingerprint != fingerprint_) {
+      return absl::DataLossError(absl::StrCat(
+          "heal: rank ", resume_.heal_source, " sent step ", data.step, " (fingerprint ",
+          data.spec_fingerprint, "), expected step ", resume_.snapshot_step, " (", fingerprint_,
+          ")"));
+    }
+    resume_.checkpoint = std::move(data);
+    RETURN_IF_ERROR(BuildRunner(sgd, layers, mlp_options));
+    Log(absl::StrFormat("rank %d: healed from rank %d: the snapshot of step %d, %d bytes in %s",
+                        rank_, resume_.heal_source, resume_.snapshot_step, bytes.size(),
+                        absl::FormatDuration(clock_->Now() - start)));
+    return absl::OkStatus();
+  }
+
   absl::Status Train() {
     const uint32_t accumulation = spec_.sync().gradient_accumulation_steps();
     const size_t batch = spec_.batch_size();
@@ -379,6 +434,7 @@ class RankTrainer {
         faults.crash_at_step() > 0 && faults.crash_rank() == static_cast<int32_t>(rank_) &&
         (assignment_.generation() <= 1 || faults.crash_every_attempt());
     const uint32_t checkpoint_interval = spec_.checkpoint_interval_steps();
+    SnapshotSchedule schedule(spec_.snapshot_interval_steps());
 
     // A resumed attempt continues inside the epoch the checkpoint's step belongs to: the
     // sampler's order depends only on (seed, epoch), so the remaining batches are the same.
@@ -404,6 +460,7 @@ class RankTrainer {
         v1::StepReport report;
         std::optional<HeapSampler> heap_sampler;  // the first step's high-water mark
         if (first_report) heap_sampler.emplace(&heap_growth_, absl::Milliseconds(1));
+        const absl::Time step_start = clock_->Now();
         absl::Status ran = steps_->Run(this_step, total_steps, epoch, data_.train, indices,
                                        s * accumulation * batch, &report);
         heap_sampler.reset();
@@ -438,6 +495,9 @@ class RankTrainer {
               Annotate(CheckpointError(written.status()), absl::StrCat(where, ": checkpoint")));
           if (!written->empty()) report.set_checkpoint_written(*written);
         }
+        if (snapshot_writer_ != nullptr && step < total_steps && schedule.Due(step)) {
+          TakeSnapshot(step, step / steps_per_epoch, clock_->Now() - step_start, &schedule);
+        }
         loss_sum += report.loss();
         ++epoch_steps;
         outcome_.steps = step;
@@ -452,6 +512,27 @@ class RankTrainer {
       RETURN_IF_ERROR(EndEpoch(epoch, epoch_steps > 0 ? loss_sum / epoch_steps : 0));
     }
     return absl::OkStatus();
+  }
+
+  // A snapshot after `step` (snapshots.h): copied here, written by the writer's thread. A
+  // snapshot that cannot be taken or written ends snapshots for this attempt (logged once);
+  // training goes on.
+  void TakeSnapshot(uint64_t step, uint64_t epoch, absl::Duration step_time,
+                    SnapshotSchedule* schedule) {
+    absl::Status failed = snapshot_writer_->TakeError();
+    if (failed.ok()) {
+      const absl::Time start = clock_->Now();
+      absl::StatusOr<CheckpointData> state = runner_->CaptureState(step, epoch, fingerprint_);
+      if (state.ok()) {
+        snapshot_writer_->Offer(*std::move(state));
+        schedule->Record(step, clock_->Now() - start, step_time);
+        return;
+      }
+      failed = state.status();
+    }
+    Log(absl::StrCat("rank ", rank_, ": snapshots in memory stop after step ", step, ": ",
+                     failed.message()));
+    snapshot_writer_.reset();
   }
 
   // Every rank evaluates its share of the test set (evaluation.h); rank 0 reports the totals.
@@ -517,6 +598,7 @@ class RankTrainer {
   std::unique_ptr<SyncStrategy> strategy_;
   std::unique_ptr<StepRunner> steps_;  // uses all of the above
   std::unique_ptr<CheckpointWriter> writer_;  // uses all of the above
+  std::unique_ptr<SnapshotWriter> snapshot_writer_;  // none: this rank takes no snapshots
   RankActivityTracker activity_;        // before reporter_, whose sender thread reads it
   bool paused_ = false;                 // the pause fault fired
   std::unique_ptr<ProgressReporter> reporter_;

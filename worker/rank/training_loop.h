@@ -91,6 +91,9 @@ struct TrainingLoopOptions {
   // Test hook: called on a rank right before its epoch-end evaluation, with the epoch and how
   // many test examples that rank evaluates. Empty = nothing.
   std::function<void(uint32_t epoch, size_t examples)> before_evaluation;
+  // This rank's snapshot directory (snapshots.h; rank_main's --snapshot_dir, given by the
+  // daemon: its --snapshot_dir/<job>). Empty = this rank takes no snapshots.
+  std::string snapshot_dir;
   // Test hook (rank_main's --test_only_mutate_spec): the rank doubles its learning rate before
   // fingerprinting, as a rank that mutated its config object would. Never set in real jobs.
   bool mutate_spec_for_test = false;

@@ -1,0 +1,43 @@
+#include "worker/rank/heal.h"
+
+#include <cstdint>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace ringleader {
+namespace {
+
+absl::Status Broadcast(Collective* comm, StagedBytes* buffer, int root, absl::Duration timeout) {
+  CollectiveOptions options;
+  options.timeout = timeout;
+  RETURN_IF_ERROR(buffer->Upload());
+  RETURN_IF_ERROR(comm->Broadcast(buffer->view(), root, options)->Wait());
+  return buffer->Download();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> BroadcastBytes(Collective* comm, TensorMemory* memory, int root,
+                                           const std::string& bytes, absl::Duration timeout) {
+  if (root < 0 || root >= comm->world_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("heal: root rank ", root, " is outside the group of ", comm->world_size()));
+  }
+  const bool sender = comm->rank() == root;
+  ASSIGN_OR_RETURN(StagedBytes length, StagedBytes::Create(memory, sizeof(uint64_t)));
+  const uint64_t size = sender ? bytes.size() : 0;
+  std::memcpy(length.host(), &size, sizeof(size));
+  RETURN_IF_ERROR(Broadcast(comm, &length, root, timeout));
+  uint64_t received = 0;
+  std::memcpy(&received, length.host(), sizeof(received));
+  if (received == 0) return std::string();
+  ASSIGN_OR_RETURN(StagedBytes payload, StagedBytes::Create(memory, received));
+  if (sender) std::memcpy(payload.host(), bytes.data(), bytes.size());
+  RETURN_IF_ERROR(Broadcast(comm, &payload, root, timeout));
+  if (sender) return bytes;
+  return std::string(reinterpret_cast<const char*>(payload.host()), payload.size());
+}
+
+}  // namespace ringleader
