@@ -265,6 +265,7 @@ TEST_F(CommandsTest, ListAndWorkersTables) {
   worker->set_worker_id("w-0");
   worker->set_name("node0");
   worker->set_host("host0");
+  worker->set_topology("rack1/node0");
   worker->set_state(v1::WORKER_STATE_BUSY);
   worker->set_job_id("j-3");
   worker->set_rank(0);
@@ -278,8 +279,16 @@ TEST_F(CommandsTest, ListAndWorkersTables) {
   EXPECT_THAT(out_.str(), HasSubstr("j-3  fmnist  RUNNING  2      gloo     2    120   0.8123"));
   out_.str("");
   EXPECT_EQ(RunWorkers(client_, env_), kExitOk);
-  EXPECT_THAT(out_.str(), HasSubstr("WORKER  NAME   HOST   STATE  DEVICES  JOB  RANK  HEARTBEAT"));
-  EXPECT_THAT(out_.str(), HasSubstr("w-0     node0  host0  BUSY   cpu:0    j-3  0     300ms"));
+  EXPECT_THAT(out_.str(),
+              HasSubstr("WORKER  NAME   HOST   STATE  DEVICES  TOPOLOGY     JOB  RANK  HEARTBEAT"));
+  EXPECT_THAT(out_.str(),
+              HasSubstr("w-0     node0  host0  BUSY   cpu:0    rack1/node0  j-3  0     300ms"));
+  // A coordinator from before topologies: the host stands for it.
+  worker->clear_topology();
+  EXPECT_CALL(client_, ListWorkers()).WillOnce(Return(workers));
+  out_.str("");
+  EXPECT_EQ(RunWorkers(client_, env_), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("w-0     node0  host0  BUSY   cpu:0    host0     j-3  0"));
 }
 
 TEST_F(CommandsTest, StatusAndWorkersNameTheLeaderThatAnswered) {

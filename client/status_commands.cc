@@ -293,13 +293,16 @@ int RunWorkers(JobClient& client, const CommandEnvironment& env) {
     PrintAnsweringLeader(client, env);
     return kExitOk;
   }
-  Table table({"WORKER", "NAME", "HOST", "STATE", "DEVICES", "JOB", "RANK", "HEARTBEAT"});
+  Table table(
+      {"WORKER", "NAME", "HOST", "STATE", "DEVICES", "TOPOLOGY", "JOB", "RANK", "HEARTBEAT"});
   for (const v1::WorkerStatus& worker : response->workers()) {
     std::vector<std::string> devices;
     for (const v1::Device& device : worker.devices()) devices.push_back(FormatDevice(device));
     const bool busy = !worker.job_id().empty();
     table.AddRow({worker.worker_id(), worker.name(), worker.host(), WorkerStateName(worker.state()),
-                  absl::StrJoin(devices, ","), busy ? worker.job_id() : "-",
+                  absl::StrJoin(devices, ","),
+                  worker.topology().empty() ? worker.host() : worker.topology(),
+                  busy ? worker.job_id() : "-",
                   busy ? absl::StrCat(worker.rank()) : "-",
                   FormatAgeMillis(worker.heartbeat_age_ms())});
   }

@@ -125,11 +125,15 @@ class Coordinator {
   // unfinished, the worker becomes BUSY with it again (running_kept); otherwise running_refused
   // says why and the daemon must stop the rank. A daemon that registers without the rank a
   // restored RUNNING job still waits for from it fails that attempt at once (restartable).
-  // Errors: INVALID_ARGUMENT (empty name, no devices, a device kind other than cpu/cuda).
+  // `topology`: "RACK/HOST" or "HOST" (common/topology.h), by which the scheduler packs a
+  // job's ranks; "" = `host`.
+  // Errors: INVALID_ARGUMENT (empty name, no devices, a device kind other than cpu/cuda, a
+  // malformed topology).
   absl::StatusOr<Registration> RegisterWorker(std::string name, std::string host,
                                               std::vector<v1::Device> devices,
                                               uint64_t incarnation,
-                                              std::optional<RunningRank> running = std::nullopt);
+                                              std::optional<RunningRank> running = std::nullopt,
+                                              const std::string& topology = "");
 
   // Renews the worker's lease; returns the attempts it must abort (each reported once).
   // Errors: NOT_FOUND (unknown id, incarnation mismatch, or declared lost: register again).

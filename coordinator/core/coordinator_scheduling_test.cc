@@ -133,8 +133,9 @@ TEST_F(CoordinatorTest, NcclJobGoesToCudaWorkerGlooJobToAnyWorker) {
 }
 
 TEST_F(CoordinatorTest, AssignmentsListTheGpusOfTheJobsRanksOnTheirHost) {
-  // Host "node1": GPUs 5 and 3 (registered in that order, so ranks 0 and 2); host "node2": a
-  // CPU worker (rank 1) and GPU 0 (rank 3).
+  // Host "node1": GPUs 5 and 3; host "node2": a CPU worker and GPU 0, registered interleaved.
+  // Ranks are consecutive per host (scheduler.h): node1's are ranks 0 and 1 in registration
+  // order, node2's ranks 2 and 3.
   auto add = [this](const std::string& name, const std::string& host, const std::string& kind,
                     int32_t index) {
     v1::Device device;
@@ -153,12 +154,13 @@ TEST_F(CoordinatorTest, AssignmentsListTheGpusOfTheJobsRanksOnTheirHost) {
   const std::vector<v1::Assignment> a = TakeAndJoin(workers);
   ASSERT_EQ(a.size(), 4u);
   EXPECT_THAT(a[0].local_gpus(), ElementsAre(5, 3));
-  EXPECT_THAT(a[2].local_gpus(), ElementsAre(5, 3));
-  EXPECT_THAT(a[1].local_gpus(), ElementsAre(-1, 0));
+  EXPECT_THAT(a[1].local_gpus(), ElementsAre(5, 3));
+  EXPECT_THAT(a[2].local_gpus(), ElementsAre(-1, 0));
   EXPECT_THAT(a[3].local_gpus(), ElementsAre(-1, 0));
-  EXPECT_EQ(a[2].local_rank(), 1u);
+  EXPECT_EQ(a[1].local_rank(), 1u);
   EXPECT_EQ(a[3].local_rank(), 1u);
-  const int32_t own_gpu[] = {5, -1, 3, 0};  // by rank
+  EXPECT_EQ(a[2].group_rank(), 1u);
+  const int32_t own_gpu[] = {5, 3, -1, 0};  // by rank
   for (const v1::Assignment& one : a) {
     EXPECT_EQ(one.local_world_size(), 2u);
     EXPECT_EQ(one.group_world_size(), 2u);
@@ -284,6 +286,49 @@ TEST_F(CoordinatorTest, RegisterRejectsMissingNameAndDevices) {
   EXPECT_EQ(bad_kind.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bad_kind.message(), HasSubstr("devices[1].kind"));
   EXPECT_TRUE(coordinator_.ListWorkers().empty());
+}
+
+TEST_F(CoordinatorTest, RegisterKeepsTheTopologyOrTheHostAndRejectsAMalformedOne) {
+  v1::Device cpu;
+  cpu.set_kind("cpu");
+  const absl::StatusOr<Coordinator::Registration> racked =
+      coordinator_.RegisterWorker("a", "h1", {cpu}, 1, std::nullopt, "rack1/node1");
+  ASSERT_TRUE(racked.ok()) << racked.status();
+  EXPECT_EQ(Worker(racked->id).topology(), "rack1/node1");
+  EXPECT_EQ(Worker(racked->id).host(), "h1");
+  const absl::StatusOr<Coordinator::Registration> plain =
+      coordinator_.RegisterWorker("b", "h2", {cpu}, 1);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(Worker(plain->id).topology(), "h2");
+  const absl::Status bad =
+      coordinator_.RegisterWorker("c", "h3", {cpu}, 1, std::nullopt, "r/h/x").status();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("topology 'r/h/x' has 3 parts"));
+  EXPECT_THAT(bad.message(), HasSubstr("--topology"));
+  EXPECT_EQ(coordinator_.ListWorkers().size(), 2u);
+}
+
+TEST_F(CoordinatorTest, AJobsRanksArePackedByTopology) {
+  v1::Device cpu;
+  cpu.set_kind("cpu");
+  auto add = [&](const std::string& name, const std::string& topology) {
+    absl::StatusOr<Coordinator::Registration> registration =
+        coordinator_.RegisterWorker(name, "machine", {cpu}, 1, std::nullopt, topology);
+    EXPECT_TRUE(registration.ok()) << registration.status();
+    return registration.ok() ? registration->id : WorkerId();
+  };
+  // r1/x holds one idle worker, r2/y three: a 3-rank job goes to y alone.
+  const WorkerId x0 = add("x0", "r1/x");
+  const WorkerId y0 = add("y0", "r2/y");
+  const WorkerId y1 = add("y1", "r2/y");
+  const WorkerId y2 = add("y2", "r2/y");
+  const JobId job = Submit(3);
+  const v1::JobStatus status = Job(job);
+  ASSERT_EQ(status.ranks_size(), 3);
+  EXPECT_EQ(status.ranks(0).worker_id(), y0.value());
+  EXPECT_EQ(status.ranks(1).worker_id(), y1.value());
+  EXPECT_EQ(status.ranks(2).worker_id(), y2.value());
+  EXPECT_EQ(Worker(x0).state(), v1::WORKER_STATE_IDLE);
 }
 
 }  // namespace

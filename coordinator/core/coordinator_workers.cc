@@ -45,8 +45,17 @@ std::string DescribeDevices(const std::vector<v1::Device>& devices) {
 
 absl::StatusOr<Coordinator::Registration> Coordinator::RegisterWorker(
     std::string name, std::string host, std::vector<v1::Device> devices, uint64_t incarnation,
-    std::optional<RunningRank> running) {
+    std::optional<RunningRank> running, const std::string& topology) {
   if (absl::Status valid = ValidateRegistration(name, devices); !valid.ok()) return valid;
+  std::optional<Topology> placed_at;
+  if (!topology.empty()) {
+    absl::StatusOr<Topology> parsed = ParseTopology(topology);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("topology ", parsed.status().message(), " (the daemon's --topology)"));
+    }
+    placed_at = *std::move(parsed);
+  }
   Scope scope(this);
   const absl::Time now = clock_->Now();
   // The registration's answer; takes the rank the daemon still runs back into its attempt.
@@ -96,12 +105,14 @@ absl::StatusOr<Coordinator::Registration> Coordinator::RegisterWorker(
   }
   WorkerRecord* worker =
       workers_.Add(std::move(name), std::move(host), std::move(devices), incarnation, now);
+  if (placed_at.has_value()) worker->topology = *std::move(placed_at);
   // A restarted daemon runs on the same machine: its quarantine and crash streak stay.
   worker->quarantine_reason = std::move(carried.quarantine_reason);
   worker->quarantined_at = carried.quarantined_at;
   worker->crash_streak = std::move(carried.crash_streak);
   LogLocked(absl::StrCat("worker ", worker->id.value(), " registered: ", NameOnHost(*worker),
-                         " [", DescribeDevices(worker->devices), "] incarnation ",
+                         " [", DescribeDevices(worker->devices), "] topology ",
+                         FormatTopology(worker->topology), " incarnation ",
                          worker->incarnation),
             scope.deferred());
   schedule_needed_ = true;

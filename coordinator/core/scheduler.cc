@@ -1,6 +1,12 @@
 #include "coordinator/core/scheduler.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <tuple>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -22,6 +28,134 @@ bool MayPlace(const QueuedJob& job, const WorkerRecord& worker) {
   return worker.quarantine_reason.empty() && CanServe(*job.spec, worker);
 }
 
+// The idle workers of one host (one topology) that a job may take.
+struct HostGroup {
+  const Topology* topology;            // of its first worker
+  size_t order;                        // index of its first worker among the candidates
+  std::vector<WorkerRecord*> workers;  // registration order
+  size_t Capacity() const { return workers.size(); }
+};
+
+// The fewest hosts of `pool` (indices into `hosts`) holding `needed` workers: hosts largest first,
+// the last the smallest holding the rest; ties to a rack already used, then to order. Returns (host
+// index, workers taken from it). `pool` holds at least `needed` workers.
+std::vector<std::pair<size_t, size_t>> ChooseHosts(const std::vector<HostGroup>& hosts,
+                                                   const std::vector<size_t>& pool, size_t needed) {
+  std::vector<std::pair<size_t, size_t>> chosen;
+  absl::flat_hash_set<size_t> taken;
+  absl::flat_hash_set<std::string> racks_used;
+  size_t remaining = needed;
+  while (remaining > 0) {
+    auto rack_unused = [&](size_t h) {
+      return racks_used.contains(hosts[h].topology->rack) ? 0 : 1;
+    };
+    // A host that holds the rest: the smallest one.
+    std::optional<size_t> fit;
+    for (size_t h : pool) {
+      if (taken.contains(h) || hosts[h].Capacity() < remaining) continue;
+      if (!fit.has_value() ||
+          std::make_tuple(hosts[h].Capacity(), rack_unused(h), hosts[h].order) <
+              std::make_tuple(hosts[*fit].Capacity(), rack_unused(*fit), hosts[*fit].order)) {
+        fit = h;
+      }
+    }
+    if (fit.has_value()) {
+      chosen.emplace_back(*fit, remaining);
+      break;
+    }
+    // None does: the largest one, whole.
+    std::optional<size_t> largest;
+    for (size_t h : pool) {
+      if (taken.contains(h)) continue;
+      if (!largest.has_value() ||
+          std::make_tuple(-static_cast<int64_t>(hosts[h].Capacity()), rack_unused(h),
+                          hosts[h].order) <
+              std::make_tuple(-static_cast<int64_t>(hosts[*largest].Capacity()),
+                              rack_unused(*largest), hosts[*largest].order)) {
+        largest = h;
+      }
+    }
+    if (!largest.has_value()) return {};  // cannot happen: the pool holds enough
+    taken.insert(*largest);
+    racks_used.insert(hosts[*largest].topology->rack);
+    chosen.emplace_back(*largest, hosts[*largest].Capacity());
+    remaining -= hosts[*largest].Capacity();
+  }
+  return chosen;
+}
+
+// How many hosts ChooseHosts takes from `pool`: the largest first until `needed` are held.
+size_t HostsNeeded(const std::vector<HostGroup>& hosts, const std::vector<size_t>& pool,
+                   size_t needed) {
+  std::vector<size_t> capacities;
+  for (size_t h : pool) capacities.push_back(hosts[h].Capacity());
+  std::sort(capacities.rbegin(), capacities.rend());
+  size_t held = 0;
+  for (size_t i = 0; i < capacities.size(); ++i) {
+    held += capacities[i];
+    if (held >= needed) return i + 1;
+  }
+  return std::numeric_limits<size_t>::max();
+}
+
+// `needed` of `candidates` (registration order), packed by topology (see scheduler.h), in rank
+// order. Empty when there are fewer candidates than needed.
+std::vector<WorkerRecord*> Pack(const std::vector<WorkerRecord*>& candidates, size_t needed) {
+  if (candidates.size() < needed) return {};
+  if (needed == 0) return {};
+  // Hosts and racks in the order of their oldest candidate.
+  std::vector<HostGroup> hosts;
+  std::map<std::pair<std::string, std::string>, size_t> host_index;
+  std::vector<std::string> rack_names;
+  std::map<std::string, std::vector<size_t>> rack_hosts;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const Topology& topology = candidates[i]->topology;
+    auto [it, inserted] =
+        host_index.emplace(std::make_pair(topology.rack, topology.host), hosts.size());
+    if (inserted) {
+      hosts.push_back(HostGroup{&topology, i, {}});
+      auto [rack, new_rack] = rack_hosts.try_emplace(topology.rack);
+      if (new_rack) rack_names.push_back(topology.rack);
+      rack->second.push_back(it->second);
+    }
+    hosts[it->second].workers.push_back(candidates[i]);
+  }
+  std::vector<size_t> all(hosts.size());
+  for (size_t h = 0; h < hosts.size(); ++h) all[h] = h;
+  const size_t fewest_hosts = HostsNeeded(hosts, all, needed);
+  // One rack that holds the job on that many hosts: the one with the fewest idle workers.
+  const std::vector<size_t>* pool = &all;
+  size_t pool_capacity = candidates.size() + 1;
+  for (const std::string& rack : rack_names) {
+    const std::vector<size_t>& in_rack = rack_hosts.at(rack);
+    if (HostsNeeded(hosts, in_rack, needed) != fewest_hosts) continue;
+    size_t capacity = 0;
+    for (size_t h : in_rack) capacity += hosts[h].Capacity();
+    if (capacity < pool_capacity) {
+      pool = &in_rack;
+      pool_capacity = capacity;
+    }
+  }
+  std::vector<std::pair<size_t, size_t>> chosen = ChooseHosts(hosts, *pool, needed);
+  // Rank order: racks, then hosts, by their oldest chosen worker (hosts are numbered by theirs).
+  std::sort(chosen.begin(), chosen.end());
+  std::vector<std::string> rack_order;
+  for (const auto& [h, count] : chosen) {
+    const std::string& rack = hosts[h].topology->rack;
+    if (std::find(rack_order.begin(), rack_order.end(), rack) == rack_order.end()) {
+      rack_order.push_back(rack);
+    }
+  }
+  std::vector<WorkerRecord*> ranks;
+  for (const std::string& rack : rack_order) {
+    for (const auto& [h, count] : chosen) {
+      if (hosts[h].topology->rack != rack) continue;
+      ranks.insert(ranks.end(), hosts[h].workers.begin(), hosts[h].workers.begin() + count);
+    }
+  }
+  return ranks;
+}
+
 }  // namespace
 
 bool CanServe(const v1::JobSpec& spec, const WorkerRecord& worker) {
@@ -37,13 +171,13 @@ std::vector<Placement> PlanFifo(const std::vector<QueuedJob>& queue,
   std::vector<Placement> plan;
   absl::flat_hash_set<const WorkerRecord*> taken;
   for (const QueuedJob& job : queue) {
-    Placement placement{job.id, {}};
+    std::vector<WorkerRecord*> candidates;
     for (WorkerRecord* worker : workers) {
-      if (placement.ranks.size() == job.spec->world_size()) break;
       if (worker->state != v1::WORKER_STATE_IDLE || taken.contains(worker)) continue;
       if (!MayPlace(job, *worker)) continue;
-      placement.ranks.push_back(worker);
+      candidates.push_back(worker);
     }
+    Placement placement{job.id, Pack(candidates, job.spec->world_size())};
     // Strict FIFO: a head that does not fit blocks everything behind it.
     if (placement.ranks.size() < job.spec->world_size()) break;
     for (const WorkerRecord* worker : placement.ranks) taken.insert(worker);

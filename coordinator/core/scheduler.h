@@ -1,4 +1,5 @@
-// Strict FIFO placement of queued jobs onto idle workers. Pure functions, no state.
+// Strict FIFO placement of queued jobs onto idle workers, packed by topology. Pure functions, no
+// state.
 //
 // Policy:
 //   * The oldest queued job (the head) is placed first; if it does not fit, nothing behind it is
@@ -7,8 +8,20 @@
 //     with a device of kind "cuda"; any other backend ("gloo") runs on any worker.
 //   * A quarantined worker (WorkerRecord::quarantine_reason) is never placed, except by a job
 //     pinned to it (a doctor run naming it); a pinned job takes only its pinned workers.
-//   * Ranks 0..N-1 go to the chosen workers in registration order (oldest first), so placement
-//     is deterministic.
+//   * Packing by topology (WorkerRecord::topology, a daemon's --topology=RACK/HOST): of the
+//     idle workers a job may take, it takes N on the fewest hosts, then on the fewest racks:
+//       1. the fewest hosts: hosts are taken largest first (most idle workers), and the last one
+//          is the smallest that holds the rest (best fit, so a whole host stays free for a
+//          bigger job);
+//       2. the fewest racks: when one rack holds the job on that many hosts, the job takes that
+//          rack (the one with the fewest idle workers of them, best fit); otherwise ties between
+//          hosts of equal size go to a rack already used.
+//     Remaining ties go to registration order (a host's or rack's oldest worker), so placement is
+//     deterministic. Workers without a rack share one; a topology's host is its own key
+//     ("r1/n1" and "r2/n1" are two hosts).
+//   * Ranks 0..N-1 are consecutive per rack and per host: racks, then hosts within a rack, in
+//     the order of their oldest chosen worker, and a host's workers in registration order. On
+//     one host (or all on distinct unracked hosts) that is plain registration order.
 //   * A job larger than the number of workers that could ever serve it stays queued (workers may
 //     still register); it can be cancelled.
 #ifndef RINGLEADER_COORDINATOR_CORE_SCHEDULER_H_
@@ -40,7 +53,8 @@ struct Placement {
 };
 
 // Places jobs from the front of `queue` (oldest first) onto the IDLE workers among `workers`
-// (registration order), each worker at most once, stopping at the first job that does not fit.
+// (registration order), each worker at most once, packed by topology (above), stopping at the
+// first job that does not fit.
 std::vector<Placement> PlanFifo(const std::vector<QueuedJob>& queue,
                                 const std::vector<WorkerRecord*>& workers);
 

@@ -15,6 +15,7 @@ WorkerRecord* WorkerRegistry::Add(std::string name, std::string host,
   worker.sequence = sequence;
   worker.name = std::move(name);
   worker.host = std::move(host);
+  worker.topology.host = worker.host;
   worker.devices = std::move(devices);
   worker.incarnation = incarnation;
   worker.last_heartbeat = now;
@@ -61,6 +62,7 @@ v1::WorkerStatus ToWorkerStatus(const WorkerRecord& worker, absl::Time now) {
   status.set_worker_id(worker.id.value());
   status.set_name(worker.name);
   status.set_host(worker.host);
+  status.set_topology(FormatTopology(worker.topology));
   for (const v1::Device& device : worker.devices) *status.add_devices() = device;
   status.set_state(worker.state);
   if (!worker.quarantine_reason.empty()) {

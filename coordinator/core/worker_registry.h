@@ -26,6 +26,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/ids.h"
+#include "common/topology.h"
 #include "coordinator/core/attempt_id.h"
 #include "proto/ringleader.pb.h"
 
@@ -41,6 +42,9 @@ struct WorkerRecord {
   uint64_t sequence = 0;  // registration order; ranks are handed out in this order
   std::string name;
   std::string host;
+  // Where it sits, as the scheduler packs ranks by it (common/topology.h): "RACK/HOST" as the
+  // daemon registered it, or `host`.
+  Topology topology;
   std::vector<v1::Device> devices;
   uint64_t incarnation = 0;
   absl::Time last_heartbeat;
@@ -73,7 +77,8 @@ struct WorkerRecord {
 // until the record is removed.
 class WorkerRegistry {
  public:
-  // Adds a worker (state IDLE, heartbeat `now`) with the next id "w-1", "w-2", ...
+  // Adds a worker (state IDLE, heartbeat `now`) with the next id "w-1", "w-2", ...; its
+  // topology is `host` (set it after).
   WorkerRecord* Add(std::string name, std::string host, std::vector<v1::Device> devices,
                     uint64_t incarnation, absl::Time now);
   // nullptr when unknown.

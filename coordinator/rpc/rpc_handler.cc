@@ -77,7 +77,7 @@ absl::Status RpcHandler::RegisterWorker(const v1::RegisterWorkerRequest& request
     }
     absl::StatusOr<Coordinator::Registration> registration = coordinator_->RegisterWorker(
         request.name(), request.host(), {request.devices().begin(), request.devices().end()},
-        request.incarnation(), std::move(running));
+        request.incarnation(), std::move(running), request.topology());
     if (!registration.ok()) return registration.status();
     response->set_running_kept(registration->running_kept);
     response->set_running_refused(registration->running_refused);

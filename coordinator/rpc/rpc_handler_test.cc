@@ -28,6 +28,22 @@ TEST_F(RpcHandlerTest, RegisterAnswersIdAndLeaseTimes) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(RpcHandlerTest, RegisterPassesTheTopologyOn) {
+  v1::RegisterWorkerRequest request;
+  request.set_name("n");
+  request.set_host("machine");
+  request.set_topology("rack7/node3");
+  request.add_devices()->set_kind("cpu");
+  v1::RegisterWorkerResponse response;
+  ASSERT_TRUE(handler_.RegisterWorker(request, &response).ok());
+  EXPECT_EQ(Worker(WorkerId(response.worker_id())).topology(), "rack7/node3");
+  request.set_name("m");
+  request.set_topology("rack 7/node3");
+  const absl::Status bad = handler_.RegisterWorker(request, &response);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.message(), ::testing::HasSubstr("topology"));
+}
+
 TEST_F(RpcHandlerTest, WaitTimeoutBecomesADeadlineOnTheCoordinatorClock) {
   const WorkerId worker = Register("a");
   v1::WaitAssignmentRequest request;

@@ -154,6 +154,7 @@ bool WorkerDaemon::Register(uint64_t stale_epoch) {
   }
   request.set_name(options_.name);
   request.set_host(options_.host);
+  request.set_topology(options_.topology);
   request.set_incarnation(incarnation_);
   for (const v1::Device& device : options_.devices) *request.add_devices() = device;
   absl::StatusOr<v1::RegisterWorkerResponse> response = client_->RegisterWorker(request);

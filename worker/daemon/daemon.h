@@ -88,6 +88,9 @@ struct WorkerDaemonOptions {
   std::string name;
   // Host name reported to the coordinator. Required.
   std::string host;
+  // Where it sits, "RACK/HOST" or "HOST" (common/topology.h), by which the coordinator packs a
+  // job's ranks; "" = `host`.
+  std::string topology;
   // Devices this daemon drives (one CPU, or one GPU). At least one.
   std::vector<v1::Device> devices;
   // GPU index handed to the rank process as --gpu; -1 = CPU worker (no flag).

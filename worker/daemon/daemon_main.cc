@@ -3,7 +3,7 @@
 //   ringleader-worker --coordinator=HOST:PORT [--name=NAME] [--gpu=N] [--work_dir=DIR]
 //                     [--rank_binary=PATH] [--kill_grace=5s] [--rank_args=a,b]
 //                     [--collective_host=ADDR] [--admin_listen=127.0.0.1:0]
-//                     [--allowed_roots=DIR,DIR...]
+//                     [--allowed_roots=DIR,DIR...] [--topology=RACK/HOST]
 //
 // SIGINT / SIGTERM: the running rank process (if any) is terminated, then the daemon exits 0.
 // Confinement: the paths a job spec names (checkpoint_dir, data.path, model.init_from, a command
@@ -31,6 +31,7 @@
 #include "absl/time/time.h"
 #include "common/coordinator_addresses.h"
 #include "common/job_spec.h"
+#include "common/topology.h"
 #include "worker/coordinator_client/grpc_coordinator_client.h"
 #include "common/tls/tls_credentials.h"
 #include "worker/daemon/admin_server.h"
@@ -44,6 +45,10 @@ ABSL_FLAG(std::string, coordinator, "",
 ABSL_FLAG(std::string, name, "",
           "Worker name; default <hostname>-cpu0, or <hostname>-gpuN with --gpu.");
 ABSL_FLAG(int, gpu, -1, "Drive GPU N (CUDA device index) instead of the CPU.");
+ABSL_FLAG(std::string, topology, "",
+          "Where this daemon sits, RACK/HOST or HOST (letters, digits, '.', '_', '-'); the "
+          "coordinator packs a job's ranks on the fewest hosts, then racks; default the host "
+          "name.");
 ABSL_FLAG(std::string, work_dir, "",
           "Directory for per-attempt files (assignment, rank log); default "
           "<temp dir>/ringleader-worker/<name>.");
@@ -134,6 +139,16 @@ int Main(int argc, char** argv) {
     return 2;
   }
   options.host = HostName();
+  options.topology = absl::GetFlag(FLAGS_topology);
+  if (options.topology.empty()) options.topology = options.host;
+  if (absl::StatusOr<Topology> topology = ParseTopology(options.topology); !topology.ok()) {
+    std::cerr << "ringleader-worker: --topology: " << topology.status().message()
+              << (absl::GetFlag(FLAGS_topology).empty()
+                      ? " (it defaults to the host name: give --topology=RACK/HOST)"
+                      : "")
+              << "\n";
+    return 2;
+  }
   options.gpu = absl::GetFlag(FLAGS_gpu);
   absl::StatusOr<std::vector<v1::Device>> devices = WorkerDevices(options.gpu);
   if (!devices.ok()) {

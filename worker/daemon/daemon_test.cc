@@ -20,6 +20,7 @@ namespace daemon_test {
 namespace {
 
 TEST_F(WorkerDaemonTest, RegistersThenPollsForAssignmentsUnderItsWorkerId) {
+  options_.topology = "rack1/host";
   StartDaemon();
   ASSERT_TRUE(WaitFor([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return state_.polls >= 2; }));
   EXPECT_EQ(daemon_->worker_id(), "w-1");
@@ -29,6 +30,7 @@ TEST_F(WorkerDaemonTest, RegistersThenPollsForAssignmentsUnderItsWorkerId) {
   const v1::RegisterWorkerRequest& r = state_.registrations[0];
   EXPECT_EQ(r.name(), "host-cpu0");
   EXPECT_EQ(r.host(), "host");
+  EXPECT_EQ(r.topology(), "rack1/host");
   EXPECT_EQ(r.incarnation(), 77u);
   EXPECT_EQ(state_.last_poll_incarnation, 77u) << "polls carry the incarnation too";
   ASSERT_EQ(r.devices_size(), 1);
