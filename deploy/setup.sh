@@ -74,7 +74,7 @@ case "$(sed -n 's/^status=//p' <<<"$cuda_found")" in
   *) echo "setup: third_party/find_cuda.sh failed: $cuda_found" >&2 ;;
 esac
 
-# Slurm (deploy/slurm/ringleader.sbatch; //tests/slurm:slurm_e2e_test starts its own munged,
+# Slurm (deploy/slurm/ringleader.sbatch; the tests in //tests/slurm start their own munged,
 # slurmctld and slurmd from these packages on a one-node cluster).
 SLURM_PACKAGES=(slurm-wlm munge)
 missing=()
