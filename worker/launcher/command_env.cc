@@ -140,6 +140,7 @@ absl::StatusOr<std::vector<std::string>> CommandEnvironment(const v1::Assignment
   env["RINGLEADER_GENERATION"] = absl::StrCat(assignment.generation());
   env["RINGLEADER_RANK"] = rank;
   if (!inputs.checkpoint_dir.empty()) env["RINGLEADER_CHECKPOINT_DIR"] = inputs.checkpoint_dir;
+  if (!inputs.snapshot_dir.empty()) env["RINGLEADER_SNAPSHOT_DIR"] = inputs.snapshot_dir;
   if (spec.has_drift_interval_steps()) {
     env["RINGLEADER_DRIFT_INTERVAL_STEPS"] = absl::StrCat(spec.drift_interval_steps());
   }

@@ -28,6 +28,9 @@ struct CommandEnvInputs {
   std::string python_path;
   // RINGLEADER_CHECKPOINT_DIR ("" = unset): <checkpoint_dir>/<job>.
   std::string checkpoint_dir;
+  // RINGLEADER_SNAPSHOT_DIR ("" = unset): the rank's --snapshot_dir (<the daemon's
+  // --snapshot_dir>/<job>, in the worker's memory), where ringleader.torch.snapshot() writes.
+  std::string snapshot_dir;
   // The worker's GPU, its --gpu (a CUDA device index as the worker sees it); -1 = CPU worker.
   // Decides CUDA_VISIBLE_DEVICES (see CommandEnvironment), never LOCAL_RANK.
   int gpu = -1;
@@ -39,8 +42,8 @@ struct CommandEnvInputs {
 // ROLE_NAME, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT (generation - 1),
 // TORCHELASTIC_MAX_RESTARTS, TORCHELASTIC_RUN_ID (the job id), RINGLEADER_COORDINATOR,
 // RINGLEADER_JOB, RINGLEADER_GENERATION, RINGLEADER_RANK, RINGLEADER_CHECKPOINT_DIR,
-// RINGLEADER_DRIFT_INTERVAL_STEPS: the spec's drift_interval_steps, watch()'s default; and
-// CUDA_VISIBLE_DEVICES on a GPU worker, below).
+// RINGLEADER_SNAPSHOT_DIR, RINGLEADER_DRIFT_INTERVAL_STEPS: the spec's drift_interval_steps,
+// watch()'s default; and CUDA_VISIBLE_DEVICES on a GPU worker, below).
 // OMP_NUM_THREADS is 1 unless the job's env or the inherited environment sets it (torchrun's
 // rule: several ranks on one host must not oversubscribe its cores).
 //

@@ -73,6 +73,7 @@ CommandEnvInputs Inputs() {
   inputs.master_port = 29511;
   inputs.python_path = "/opt/ringleader/python";
   inputs.checkpoint_dir = "/ckpt/job-000007";
+  inputs.snapshot_dir = "/dev/shm/ringleader-snapshots/w0/job-000007";
   return inputs;
 }
 
@@ -84,7 +85,9 @@ TEST(CommandEnvironmentTest, GivesTorchrunsVariablesAndRingleaders) {
         "MASTER_PORT=29511", "TORCHELASTIC_RESTART_COUNT=2", "TORCHELASTIC_MAX_RESTARTS=5",
         "TORCHELASTIC_RUN_ID=job-000007", "RINGLEADER_COORDINATOR=10.0.0.1:7070",
         "RINGLEADER_JOB=job-000007", "RINGLEADER_GENERATION=3", "RINGLEADER_RANK=2",
-        "RINGLEADER_CHECKPOINT_DIR=/ckpt/job-000007", "RINGLEADER_DRIFT_INTERVAL_STEPS=25",
+        "RINGLEADER_CHECKPOINT_DIR=/ckpt/job-000007",
+        "RINGLEADER_SNAPSHOT_DIR=/dev/shm/ringleader-snapshots/w0/job-000007",
+        "RINGLEADER_DRIFT_INTERVAL_STEPS=25",
         "HOME=/home/u", "OMP_NUM_THREADS=1",
         "PYTHONPATH=/opt/ringleader/python:/site"}) {
     EXPECT_THAT(env, Contains(std::string(entry)));
@@ -102,6 +105,15 @@ TEST(CommandEnvironmentTest, ACoordinatorListPassesThroughUnchanged) {
   inputs.coordinator_address = "10.0.0.2:7070,10.0.0.1:7070";
   EXPECT_THAT(EnvOf(CommandAssignment(), inputs),
               Contains(std::string("RINGLEADER_COORDINATOR=10.0.0.2:7070,10.0.0.1:7070")));
+}
+
+// A worker without snapshots (--snapshot_dir=none) sets no RINGLEADER_SNAPSHOT_DIR, and one the
+// worker itself inherited does not leak through (the script would write where no one cleans).
+TEST(CommandEnvironmentTest, NoSnapshotDirLeavesTheVariableUnset) {
+  CommandEnvInputs inputs = Inputs();
+  inputs.snapshot_dir.clear();
+  inputs.inherited.push_back("RINGLEADER_SNAPSHOT_DIR=/stale");
+  EXPECT_EQ(Value(EnvOf(CommandAssignment(), inputs), "RINGLEADER_SNAPSHOT_DIR"), std::nullopt);
 }
 
 TEST(CommandEnvironmentTest, JobEnvOverridesTheWorkersAndKeepsItsThreads) {

@@ -122,6 +122,7 @@ RankRunResult RunCommandRank(const v1::Assignment& assignment, CoordinatorClient
   inputs.tls_dir = options.tls_dir;
   inputs.python_path = options.python_path;
   inputs.gpu = options.gpu;
+  inputs.snapshot_dir = options.snapshot_dir;
   if (!spec.checkpoint_dir().empty()) {
     inputs.checkpoint_dir =
         (std::filesystem::path(spec.checkpoint_dir()) / assignment.job_id()).string();
@@ -199,7 +200,12 @@ RankRunResult RunCommandRank(const v1::Assignment& assignment, CoordinatorClient
   }
   waiter.join();
   const std::vector<std::string> stderr_tail = (*tail)->Finish(absl::Seconds(2));
-  if (exit.success()) return finish(absl::OkStatus(), v1::RankFailure::KIND_UNSPECIFIED);
+  if (exit.success()) {
+    // As the built-in trainer's rank does: a job that ended here needs its snapshots no more
+    // (they take the worker's memory). A failed command leaves them to its next attempt.
+    if (!options.snapshot_dir.empty()) std::filesystem::remove_all(options.snapshot_dir, error);
+    return finish(absl::OkStatus(), v1::RankFailure::KIND_UNSPECIFIED);
+  }
   // The script's word (it raised ringleader.JobError), else its end: the coordinator's stop,
   // a signal (with its number), or an exit code.
   v1::RankFailure failure = ExitFailure(exit, stopped);

@@ -63,6 +63,10 @@ struct CommandRankOptions {
   std::string default_workdir;
   // The worker's GPU (-1 = CPU); see CommandEnvInputs::gpu.
   int gpu = -1;
+  // The rank's snapshots in memory (its --snapshot_dir; "" = none): RINGLEADER_SNAPSHOT_DIR for
+  // the script (ringleader.torch.snapshot/restore). Left for the next attempt when the command
+  // fails; removed once it exited 0 (the job ended here: nothing resumes from it).
+  std::string snapshot_dir;
   // The environment the command inherits ("KEY=VALUE"; e.g. this process's environ).
   std::vector<std::string> inherited_env;
   // How long ranks other than 0 wait for rank 0's address.

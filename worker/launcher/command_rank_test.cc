@@ -132,6 +132,28 @@ TEST_F(CommandRankTest, ACommandKilledByASignalReportsItsNumber) {
   EXPECT_EQ(fake.finishes(0)[0].failure().signal(), 9);
 }
 
+// The script finds the rank's --snapshot_dir in RINGLEADER_SNAPSHOT_DIR; a failed command leaves
+// what it wrote there to the next attempt, one that exited 0 has it removed.
+TEST_F(CommandRankTest, TheSnapshotDirOutlivesAFailureNotASuccess) {
+  const std::string dir = TmpDir("snapshots");
+  const std::string snapshots = (fs::path(dir) / "shm" / "job-000001").string();
+  CommandRankOptions options = Options(dir);
+  options.snapshot_dir = snapshots;
+  const v1::Assignment failing = ShellJob(
+      "mkdir -p \"$RINGLEADER_SNAPSHOT_DIR/rank-$RANK\" && "
+      "echo 7 > \"$RINGLEADER_SNAPSHOT_DIR/rank-$RANK/step-7.pt\" && exit 1");
+  FakeCoordinator fake(JobSpecFingerprint(failing.spec()));
+  EXPECT_FALSE(RunCommandRank(failing, &fake, options).status.ok());
+  EXPECT_EQ(ReadFile(fs::path(snapshots) / "rank-0" / "step-7.pt"), "7\n");
+
+  const v1::Assignment resuming =
+      ShellJob("cat \"$RINGLEADER_SNAPSHOT_DIR/rank-$RANK/step-7.pt\" > resumed");
+  FakeCoordinator again(JobSpecFingerprint(resuming.spec()));
+  EXPECT_TRUE(RunCommandRank(resuming, &again, options).status.ok());
+  EXPECT_EQ(ReadFile(fs::path(dir) / "resumed"), "7\n");
+  EXPECT_FALSE(fs::exists(snapshots));
+}
+
 TEST_F(CommandRankTest, AMissingProgramOrWorkdirIsAJobErrorBeforeJoining) {
   v1::Assignment a = ShellJob("true");
   a.mutable_spec()->set_command(0, "no-such-program-xyz");

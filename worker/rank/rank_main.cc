@@ -52,7 +52,8 @@ ABSL_FLAG(std::string, report_marker, "",
 ABSL_FLAG(int, gpu, -1, "GPU index for backend nccl (set by the daemon's --gpu).");
 ABSL_FLAG(std::string, snapshot_dir, "",
           "Directory for this rank's snapshots in memory (set by the daemon: its --snapshot_dir "
-          "and the job); empty = none.");
+          "and the job); empty = none. A command job's program gets it as "
+          "RINGLEADER_SNAPSHOT_DIR.");
 ABSL_FLAG(std::string, collective_host, "127.0.0.1",
           "Address this rank's gloo listener binds to and peers connect to; set it to the "
           "host's cluster-facing address for multi-host jobs.");
@@ -115,6 +116,7 @@ RankRunResult RunCommandJob(const v1::Assignment& assignment, CoordinatorClient*
   options.python_path = PythonPackageRoot();
   options.default_workdir = attempt_dir;
   options.gpu = absl::GetFlag(FLAGS_gpu);
+  options.snapshot_dir = absl::GetFlag(FLAGS_snapshot_dir);
   for (char** entry = environ; *entry != nullptr; ++entry) options.inherited_env.push_back(*entry);
   options.rendezvous_timeout = absl::GetFlag(FLAGS_rendezvous_timeout);
   options.coordinator_grace = absl::GetFlag(FLAGS_coordinator_grace);
