@@ -57,8 +57,10 @@ from torch.nn.parallel import DistributedDataParallel
 
 from ringleader import _digest, _env
 from ringleader._checkpoint import checkpoint_dir, latest_checkpoint
+from ringleader._snapshot import load_snapshot, restore, snapshot, snapshot_dir
 
-__all__ = ["JobStopped", "Watcher", "watch", "checkpoint_dir", "latest_checkpoint"]
+__all__ = ["JobStopped", "Watcher", "watch", "checkpoint_dir", "latest_checkpoint", "snapshot",
+           "restore", "load_snapshot", "snapshot_dir"]
 
 CommHook = Callable[[Any, dist.GradBucket], torch.futures.Future[torch.Tensor]]
 
