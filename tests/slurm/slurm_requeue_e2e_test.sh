@@ -19,7 +19,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/slurm_cluster.sh" || { echo "FAIL: no slu
 slurm_setup "$@"
 # One leaf switch, rack1, over the node: the script gives its daemons --topology=rack1/NODE.
 echo "SwitchName=rack1 Nodes=$(hostname -s)" >"$dir/topology.conf"
-start_slurm "RequeueExit=75" "TopologyPlugin=topology/tree"
+# Slurm holds a requeued job back for its credentials' lifetime (AuthInfo cred_expire, 120 s
+# by default): 5 s here, and a scheduler pass every second to start it once that is over.
+slurm_auth_options=",cred_expire=5" start_slurm "RequeueExit=75" "TopologyPlugin=topology/tree" \
+  "SchedulerParameters=sched_interval=1"
 test_start=$SECONDS
 
 mkdir -p "$dir/ckpt"
@@ -111,12 +114,12 @@ wait_for 30 "job $job writes a checkpoint" at_step "$run_dir" "$job" 1 0
 step=$(job_field "$run_dir" "$job" last_checkpoint_step)
 scontrol requeue "$slurm_job" || die "scontrol requeue $slurm_job failed"
 echo "scontrol requeue $slurm_job: job $job had a checkpoint at step $step"
-release_requeued "$slurm_job" 1
+wait_requeued "$slurm_job" 1
 wait_for 40 "job $job trains again in generation 2 or later past step $step" at_step "$run_dir" "$job" 2 "$step"
 [ "$(cat "$run_dir/job_id")" = "$job" ] || die "the requeued allocation changed the job id file"
 killed=$(kill_daemon_of_rank "$run_dir" "$job" 0)
 echo "killed $killed (rank 0 of $job) with SIGKILL: no spare left"
-release_requeued "$slurm_job" 2
+wait_requeued "$slurm_job" 2
 code=$(slurm_field "$slurm_job" ExitCode)
 [ "$code" = 75:0 ] || { cat "$log" >&2; die "the second allocation of $slurm_job exited $code, expected 75:0"; }
 echo "ok: the second allocation exited 75 and Slurm requeued it (RequeueExit=75)"
