@@ -73,10 +73,8 @@ class Reader {
   absl::Status Floats(size_t count, std::vector<float>* out, const char* what) {
     if (count > remaining() / 4) return Truncated(what);
     out->resize(count);
-    for (size_t k = 0; k < count; ++k) {
-      (*out)[k] = LoadFloat32(p_);
-      p_ += 4;
-    }
+    LoadFloats32(p_, count, out->data());
+    p_ += 4 * count;
     return absl::OkStatus();
   }
 
@@ -121,7 +119,7 @@ absl::StatusOr<std::string> Encode(const std::string& path, const CheckpointData
     PutU32(&out, static_cast<uint32_t>(t.shape.size()));
     for (uint64_t d : t.shape) PutU64(&out, d);
     PutU64(&out, t.data.size());
-    for (float f : t.data) AppendFloat32(&out, f);
+    AppendFloats32(&out, t.data.data(), t.data.size());
   }
   // crc32_z takes a size_t length: files over 4 GiB are covered whole (crc32's uInt is not).
   const uLong crc = crc32_z(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(out.data()),

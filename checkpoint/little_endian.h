@@ -37,6 +37,27 @@ inline float LoadFloat32(const char* p) {
   return f;
 }
 
+// `count` floats, as AppendFloat32 each; one copy on a little-endian host (a checkpoint's
+// tensors are most of its bytes).
+inline void AppendFloats32(std::string* out, const float* values, size_t count) {
+  if (count == 0) return;
+  if constexpr (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__) {
+    out->append(reinterpret_cast<const char*>(values), count * sizeof(float));
+  } else {
+    for (size_t k = 0; k < count; ++k) AppendFloat32(out, values[k]);
+  }
+}
+
+// `count` floats from `p`, as LoadFloat32 each.
+inline void LoadFloats32(const char* p, size_t count, float* values) {
+  if (count == 0) return;
+  if constexpr (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__) {
+    std::memcpy(values, p, count * sizeof(float));
+  } else {
+    for (size_t k = 0; k < count; ++k) values[k] = LoadFloat32(p + 4 * k);
+  }
+}
+
 }  // namespace ringleader
 
 #endif  // RINGLEADER_CHECKPOINT_LITTLE_ENDIAN_H_

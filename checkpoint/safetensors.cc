@@ -279,7 +279,7 @@ CheckpointTensor DecodeTensor(const Entry& e, const char* data) {
   t.data.resize(count);
   switch (e.dtype) {
     case Dtype::kF32:
-      for (size_t k = 0; k < count; ++k) t.data[k] = LoadFloat32(p + 4 * k);
+      LoadFloats32(p, count, t.data.data());
       break;
     case Dtype::kBF16:
       for (size_t k = 0; k < count; ++k) {
@@ -352,7 +352,7 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<Checkpo
   AppendLittleEndian<uint64_t>(&bytes, header.size());
   bytes.append(header);
   for (const CheckpointTensor& t : tensors) {
-    for (float f : t.data) AppendFloat32(&bytes, f);
+    AppendFloats32(&bytes, t.data.data(), t.data.size());
   }
   return WriteFileAtomically(kKind, path, bytes);
 }
