@@ -9,8 +9,10 @@ script that also runs as a ringleader command job (examples/pytorch/job.yaml).
     # ringleader (from the repository root)
     ringleader submit examples/pytorch/job.yaml --set workdir=$PWD
 
-The only ringleader-specific lines are `rl.watch(...)`, `watcher.report_loss(loss)` and the
-checkpoint helpers; outside ringleader watch() warns once and changes nothing.
+The only ringleader-specific lines are `rl.watch(...)`, `watcher.report_loss(loss)`, the
+checkpoint helpers and, with --snapshot-every, `rl.snapshot`/`rl.load_snapshot` (the worker's
+memory); outside ringleader watch() warns once and changes nothing, and the snapshot calls do
+nothing.
 
 Prints one line per step: `step N loss <float.hex(loss)>` on rank 0 and `[rank R] step N ...`
 on the others, so that two runs can be compared bit for bit; at the end rank 0 prints
@@ -122,6 +124,10 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--checkpoint-dir", default="",
                    help="default: the job's (RINGLEADER_CHECKPOINT_DIR)")
     p.add_argument("--keep-checkpoints", type=int, default=2)
+    p.add_argument("--snapshot-every", type=int, default=0,
+                   help="every rank saves its state to the worker's memory every N steps "
+                        "(RINGLEADER_SNAPSHOT_DIR); a restarted attempt resumes from the newer "
+                        "of the snapshot and the checkpoint (0 = never)")
     p.add_argument("--pin-cpu", action="store_true",
                    help="pin this rank to one CPU (LOCAL_RANK-th of the allowed ones)")
     return p.parse_args()
@@ -153,15 +159,22 @@ def main() -> None:
 
     checkpoints = args.checkpoint_dir or rl.checkpoint_dir() or ""
     step = 0
+    resume, resume_path = None, ""
     if args.checkpoint_every > 0 and checkpoints:
         latest = rl.latest_checkpoint(checkpoints)
         if latest is not None:
-            state = torch.load(latest, map_location="cpu")
-            model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            step = int(state["step"])
-            watcher.note_resume(step, latest)
-            print(f"{prefix}resumed from {latest} after step {step}", flush=True)
+            resume, resume_path = torch.load(latest, map_location="cpu"), latest
+    if args.snapshot_every > 0:
+        # Every rank calls it (the ranks agree on one step); the newer of it and the checkpoint.
+        snapshot = rl.load_snapshot(map_location="cpu")
+        if snapshot is not None and (resume is None or snapshot["step"] >= resume["step"]):
+            resume, resume_path = snapshot, snapshot["path"]
+    if resume is not None:
+        model.load_state_dict(resume["model"])
+        optimizer.load_state_dict(resume["optimizer"])
+        step = int(resume["step"])
+        watcher.note_resume(step, resume_path)
+        print(f"{prefix}resumed from {resume_path} after step {step}", flush=True)
 
     inject = (rank == args.raise_on_rank and args.raise_at_step > 0 and
               (args.raise_every_attempt or attempt_number() == 1))
@@ -200,6 +213,8 @@ def main() -> None:
                 path = save_checkpoint(checkpoints, step, epoch, model, optimizer,
                                        args.keep_checkpoints)
                 watcher.note_checkpoint(path)
+            if args.snapshot_every > 0 and step % args.snapshot_every == 0 and step < total:
+                rl.snapshot(ddp, optimizer, step)
         if rank == 0 and losses and step == (epoch + 1) * steps_per_epoch:
             watcher.report_epoch(epoch, train_loss=loss_sum / losses)  # rank 0's mean
 

@@ -5,7 +5,9 @@
 //     script gives under torchrun (the hook changes no numerics);
 //   - loss on ddp_model.module: stopped at step 1, the alarm naming every rank;
 //   - a script raising on rank 1: FAILED with the traceback's last line in the reason;
-//   - a rank's Python process killed: restarted (max_restarts) and resumed from its checkpoint.
+//   - a rank's Python process killed: restarted (max_restarts) and resumed from its checkpoint;
+//     without a checkpoint_dir, from the snapshots in the workers' memory
+//     (ringleader.torch.snapshot, RINGLEADER_SNAPSHOT_DIR).
 // Needs /usr/bin/python3 with torch, grpc and protobuf: without them these tests fail.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -240,6 +242,53 @@ TEST_F(PyTorchE2eTest, AKilledRankIsRestartedAndResumesFromItsCheckpoint) {
   EXPECT_THAT(history.final.attempts(0).end_reason(),
               AllOf(HasSubstr("rank 1"), HasSubstr("killed by signal 9 (SIGKILL)")));
   EXPECT_GE(history.final.attempts(1).resumed_from_step(), 10u);
+  ExpectNoCorrectnessAlarm(history.final);
+}
+
+// The same kill without a checkpoint directory: every rank saves its state to its worker's
+// memory every 5 steps, and the restarted attempt (same workers, same ranks) resumes from it.
+TEST_F(PyTorchE2eTest, AKilledRankIsRestartedAndResumesFromItsSnapshotInMemory) {
+  v1::JobSpec spec = ScriptJob("pytorch-snapshot-e2e", {"--snapshot-every", "5"});
+  for (int i = 0; i < spec.command_size(); ++i) {
+    if (spec.command(i) == "--max-steps") spec.set_command(i + 1, "400");
+  }
+  spec.set_max_restarts(1);
+  absl::StatusOr<std::string> job_id = cluster_->Submit(spec);
+  ASSERT_TRUE(job_id.ok()) << job_id.status();
+  ASSERT_TRUE(WaitUntil(
+                  [&] {
+                    absl::StatusOr<v1::JobStatus> job = cluster_->GetJob(*job_id);
+                    return job.ok() && job->ranks_size() == 2 &&
+                           job->ranks(1).last_step().step() >= 20;
+                  },
+                  absl::Seconds(60), "rank 1 past step 20")
+                  .ok())
+      << cluster_->LogTails();
+  absl::StatusOr<v1::JobStatus> job = cluster_->GetJob(*job_id);
+  ASSERT_TRUE(job.ok());
+  const int worker = cluster_->WorkerIndex(job->ranks(1).worker_name());
+  ASSERT_GE(worker, 0);
+  std::vector<ProcessRef> python;
+  for (const ProcessRef& launcher : cluster_->WorkerChildren(worker)) {
+    for (const ProcessRef& child : ChildrenOf(launcher.pid)) python.push_back(child);
+  }
+  ASSERT_EQ(python.size(), 1u) << "rank 1's Python process";
+  ASSERT_EQ(kill(python[0].pid, SIGKILL), 0);
+
+  const JobHistory history = cluster_->WaitForEnd(*job_id, kJobTimeout);
+  ASSERT_EQ(history.final.state(), v1::JOB_STATE_SUCCEEDED) << LastReason(history.final);
+  EXPECT_EQ(history.final.generation(), 2u);
+  ASSERT_EQ(history.final.attempts_size(), 2);
+  // Rank 1 had reported step 20, so both ranks had saved step 15 at least (step 20's snapshot
+  // follows its report); the step they agree on is one they saved: a multiple of 5.
+  EXPECT_GE(history.final.attempts(1).resumed_from_step(), 15u) << cluster_->LogTails();
+  EXPECT_EQ(history.final.attempts(1).resumed_from_step() % 5, 0u);
+  bool from_memory = false;
+  for (const v1::JobEvent& event : history.final.events()) {
+    from_memory |= event.message().find("resumed from ") != std::string::npos &&
+                   event.message().find("/rank-") != std::string::npos;
+  }
+  EXPECT_TRUE(from_memory) << "no event names a snapshot file";
   ExpectNoCorrectnessAlarm(history.final);
 }
 
