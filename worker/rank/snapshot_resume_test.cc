@@ -99,12 +99,15 @@ TEST(SnapshotResumeTest, ACrashLosesNoStepAndTheRunContinuesBitForBit) {
   const v1::JobSpec spec = Spec(root, true);
   const AttemptResult crashed = RunAttempt(spec, 1, SnapshotsUnder(root));
   ASSERT_FALSE(crashed.results[1].status.ok());
-  // Every step until the crash left a snapshot; the newest two are kept.
+  // The last step before the crash left a snapshot (one offered while a write was in progress
+  // may have been replaced by the next); at most the newest two are kept.
   for (uint32_t rank = 0; rank < 2; ++rank) {
     const fs::path dir = root / absl::StrCat("worker-", rank) / "job-1";
     EXPECT_TRUE(fs::exists(dir / SnapshotFileName(kCrashStep - 1))) << dir;
-    EXPECT_TRUE(fs::exists(dir / SnapshotFileName(kCrashStep - 2))) << dir;
-    EXPECT_FALSE(fs::exists(dir / SnapshotFileName(kCrashStep - 3))) << dir;
+    int kept = 0;
+    for (const auto& entry : fs::directory_iterator(dir)) kept += entry.path().extension() == ".snap";
+    EXPECT_GE(kept, 1) << dir;
+    EXPECT_LE(kept, kSnapshotsKept) << dir;
   }
 
   const AttemptResult resumed = RunAttempt(spec, 2, SnapshotsUnder(root));

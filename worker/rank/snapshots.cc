@@ -48,16 +48,18 @@ bool SnapshotSchedule::Due(uint64_t step) const {
   return step >= next_;
 }
 
-void SnapshotSchedule::Record(uint64_t step, absl::Duration capture, absl::Duration step_time) {
+void SnapshotSchedule::Record(uint64_t step, absl::Duration cost_time, absl::Duration step_time) {
   if (interval_ > 0) return;
   const double budget = kSnapshotBudget * absl::ToDoubleSeconds(step_time);
-  const double cost = absl::ToDoubleSeconds(capture);
+  const double cost = absl::ToDoubleSeconds(cost_time);
   auto_interval_ = budget <= 0 ? 1 : std::max<uint64_t>(1, std::ceil(cost / budget));
   next_ = step + auto_interval_;
 }
 
-SnapshotWriter::SnapshotWriter(std::string dir)
-    : dir_(std::move(dir)), thread_([this] { Loop(); }) {}
+SnapshotWriter::SnapshotWriter(std::string dir, Clock* clock)
+    : dir_(std::move(dir)),
+      clock_(clock != nullptr ? clock : Clock::Real()),
+      thread_([this] { Loop(); }) {}
 
 SnapshotWriter::~SnapshotWriter() {
   {
@@ -88,6 +90,11 @@ absl::Status SnapshotWriter::TakeError() {
   return std::exchange(error_, absl::OkStatus());
 }
 
+absl::Duration SnapshotWriter::last_write() const {
+  absl::MutexLock lock(&mu_);
+  return last_write_;
+}
+
 uint64_t SnapshotWriter::written() const {
   absl::MutexLock lock(&mu_);
   return written_;
@@ -112,8 +119,10 @@ void SnapshotWriter::Loop() {
       state = *std::move(pending_);
       pending_.reset();
     }
+    const absl::Time start = clock_->Now();
     absl::Status written = Write(state);  // no lock held: the disk (tmpfs) write
     absl::MutexLock lock(&mu_);
+    last_write_ = clock_->Now() - start;
     busy_ = pending_.has_value();
     if (written.ok()) {
       ++written_;

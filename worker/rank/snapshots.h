@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "checkpoint/checkpoint.h"
+#include "common/clock.h"
 
 namespace ringleader {
 
@@ -39,15 +40,16 @@ inline constexpr double kSnapshotBudget = 0.05;
 std::string SnapshotFileName(uint64_t step);
 
 // When snapshots are due. `interval` > 0: after every `interval`-th step. 0 (automatic): after
-// the first step, then after each snapshot the next is due ceil(capture / (5% of the step))
-// steps later (at least 1), so snapshots cost at most about 5% of training time.
+// the first step, then after each snapshot the next is due ceil(cost / (5% of the step)) steps
+// later (at least 1), so snapshots cost at most about 5% of the host's time per rank.
 // Thread-safety: not thread-safe (the training thread's).
 class SnapshotSchedule {
  public:
   explicit SnapshotSchedule(uint32_t interval) : interval_(interval) {}
   bool Due(uint64_t step) const;
-  // A snapshot after `step` took `capture` on the training thread; the step took `step_time`.
-  void Record(uint64_t step, absl::Duration capture, absl::Duration step_time);
+  // A snapshot after `step` cost `cost` (the copy on the training thread and the writer's last
+  // write); the step took `step_time`.
+  void Record(uint64_t step, absl::Duration cost, absl::Duration step_time);
   // The steps between snapshots now.
   uint64_t current_interval() const { return interval_ > 0 ? interval_ : auto_interval_; }
 
@@ -60,8 +62,9 @@ class SnapshotSchedule {
 // Writes snapshots on a thread of its own. Thread-safety: thread-safe.
 class SnapshotWriter {
  public:
-  // `dir` is created (with its parents) at the first write.
-  explicit SnapshotWriter(std::string dir);
+  // `dir` is created (with its parents) at the first write. `clock` (not owned; null = the
+  // real one) times the writes.
+  explicit SnapshotWriter(std::string dir, Clock* clock = nullptr);
   ~SnapshotWriter();  // waits for the write in progress
   SnapshotWriter(const SnapshotWriter&) = delete;
   SnapshotWriter& operator=(const SnapshotWriter&) = delete;
@@ -77,6 +80,9 @@ class SnapshotWriter {
   // The first write error since the last call (or Flush), without waiting; OK when none.
   absl::Status TakeError();
 
+  // How long the last write took (encoding, CRC, the file): the writer thread's share of the
+  // host, which the automatic interval counts beside the copy.
+  absl::Duration last_write() const;
   uint64_t written() const;
   uint64_t dropped() const;
   const std::string& dir() const { return dir_; }
@@ -91,6 +97,8 @@ class SnapshotWriter {
   bool busy_ ABSL_GUARDED_BY(mu_) = false;  // pending_ or a write in progress
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status error_ ABSL_GUARDED_BY(mu_);
+  Clock* const clock_;
+  absl::Duration last_write_ ABSL_GUARDED_BY(mu_);
   uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;

@@ -126,6 +126,12 @@ class RankTrainer {
     RETURN_IF_ERROR(Annotate(CheckpointError(WriteFinalCheckpoint()),
                              absl::StrCat("rank ", rank_, ": checkpoint")));
     // The job ended here: its snapshots in this worker's memory are not needed any more.
+    if (snapshot_writer_ != nullptr) {
+      Log(absl::StrFormat("rank %d: %d snapshots in memory written (%d replaced while waiting), "
+                          "every %d step(s) at the end, the last write took %s",
+                          rank_, snapshot_writer_->written(), snapshot_writer_->dropped(),
+                          snapshot_interval_, absl::FormatDuration(snapshot_writer_->last_write())));
+    }
     snapshot_writer_.reset();
     if (!options_.snapshot_dir.empty()) RemoveSnapshots(options_.snapshot_dir);
     Log(absl::StrFormat("rank %d finished: %d steps, final loss %.4f%s", rank_, outcome_.steps,
@@ -302,7 +308,7 @@ class RankTrainer {
                                            collective_timeout_,
                                            snapshots.has_value() ? &*snapshots : nullptr));
     if (snapshots.has_value() && !options_.snapshot_dir.empty()) {
-      snapshot_writer_ = std::make_unique<SnapshotWriter>(options_.snapshot_dir);
+      snapshot_writer_ = std::make_unique<SnapshotWriter>(options_.snapshot_dir, clock_);
     }
     RETURN_IF_ERROR(BuildRunner(sgd, layers, mlp_options));
     sampler_ = std::make_unique<DistributedSampler>(data_.train.size, world_, rank_, spec_.seed(),
@@ -497,6 +503,7 @@ class RankTrainer {
         }
         if (snapshot_writer_ != nullptr && step < total_steps && schedule.Due(step)) {
           TakeSnapshot(step, step / steps_per_epoch, clock_->Now() - step_start, &schedule);
+          snapshot_interval_ = schedule.current_interval();
         }
         loss_sum += report.loss();
         ++epoch_steps;
@@ -524,8 +531,9 @@ class RankTrainer {
       const absl::Time start = clock_->Now();
       absl::StatusOr<CheckpointData> state = runner_->CaptureState(step, epoch, fingerprint_);
       if (state.ok()) {
+        const absl::Duration copy = clock_->Now() - start;
         snapshot_writer_->Offer(*std::move(state));
-        schedule->Record(step, clock_->Now() - start, step_time);
+        schedule->Record(step, copy + snapshot_writer_->last_write(), step_time);
         return;
       }
       failed = state.status();
@@ -599,6 +607,7 @@ class RankTrainer {
   std::unique_ptr<StepRunner> steps_;  // uses all of the above
   std::unique_ptr<CheckpointWriter> writer_;  // uses all of the above
   std::unique_ptr<SnapshotWriter> snapshot_writer_;  // none: this rank takes no snapshots
+  uint64_t snapshot_interval_ = 0;  // steps between snapshots, as last chosen
   RankActivityTracker activity_;        // before reporter_, whose sender thread reads it
   bool paused_ = false;                 // the pause fault fired
   std::unique_ptr<ProgressReporter> reporter_;

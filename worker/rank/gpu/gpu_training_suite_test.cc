@@ -31,6 +31,7 @@
 #include "worker/data/dataset.h"
 #include "worker/rank/cpu_model_runner.h"
 #include "worker/rank/gpu/gpu_model_runner.h"
+#include "worker/rank/attempt_test_util.h"
 #include "worker/rank/training_loop.h"
 #include "worker/sync/reducer.h"
 #include "worker/trainer/gpu_tolerances.h"
@@ -319,6 +320,59 @@ TEST(GpuTrainingSuite, NcclJobRunsEndToEndThroughRunRank) {
     EXPECT_NEAR(s0[0].loss(), c0[0].loss(), kFp32Rtol * c0[0].loss());
     EXPECT_NEAR(s0[0].synced_grad_norm(), c0[0].synced_grad_norm(),
                 kFp32Rtol * c0[0].synced_grad_norm());
+  }
+}
+
+// Snapshots in memory on the GPU: CaptureState reads the state back from the device every
+// step, a crash before step 10 leaves the snapshot of step 9, and generation 2 uploads it and
+// continues as the uninterrupted run (on 2+ GPUs rank 0's snapshot is removed first, so it is
+// healed over NCCL from rank 1).
+TEST(GpuTrainingSuite, ACrashResumesFromTheSnapshotOfTheLastStepOnTheGpu) {
+  RL_SKIP_WITHOUT_GPU(1);
+  const int world = GpuCount();
+  const std::filesystem::path root =
+      std::filesystem::path(std::getenv("TEST_TMPDIR")) / "gpu-snapshots";
+  auto spec_for = [&](bool crash) {
+    v1::JobSpec spec = SuiteSpec("nccl", world);
+    spec.set_snapshot_interval_steps(1);
+    if (crash) {
+      spec.mutable_model()->mutable_faults()->set_crash_rank(world - 1);
+      spec.mutable_model()->mutable_faults()->set_crash_at_step(10);
+    }
+    return spec;
+  };
+  auto store = std::make_shared<InMemoryKeyValueStore>();  // keys per generation
+  const auto on_gpus = [&](uint32_t rank, TrainingLoopOptions* options) {
+    options->gpu = static_cast<int>(rank);
+    options->snapshot_dir = (root / absl::StrCat("worker-", rank) / "job-1").string();
+    options->make_collective =
+        [store](const v1::Assignment& a, const ComputePlacement& placement,
+                const RendezvousProgress&) -> absl::StatusOr<std::unique_ptr<Collective>> {
+      gpu::NcclOptions nccl;
+      nccl.compute_stream = static_cast<cudaStream_t>(placement.compute_stream);
+      return gpu::CreateNcclCollective(
+          store, absl::StrCat("job-1/", a.generation(), "/"),
+          static_cast<int>(a.rank()), static_cast<int>(a.world_size()), placement.gpu, nccl);
+    };
+  };
+  const AttemptResult reference = RunAttempt(spec_for(false), 1, on_gpus);
+  ASSERT_TRUE(reference.results[0].status.ok()) << reference.results[0].status;
+  std::filesystem::remove_all(root);
+  const v1::JobSpec spec = spec_for(true);
+  const AttemptResult crashed = RunAttempt(spec, 1, on_gpus);
+  ASSERT_FALSE(crashed.results[world - 1].status.ok());
+  if (world > 1) std::filesystem::remove_all(root / "worker-0");
+  const AttemptResult resumed = RunAttempt(spec, 2, on_gpus);
+  for (int r = 0; r < world; ++r) {
+    ASSERT_TRUE(resumed.results[r].status.ok()) << "rank " << r << ": " << resumed.results[r].status;
+    const auto& steps = resumed.steps[r];
+    ASSERT_EQ(steps.size(), reference.steps[r].size() - 9) << "rank " << r;
+    EXPECT_EQ(steps[0].resumed_from_step(), 9u);
+    for (size_t k = 0; k < steps.size(); ++k) {
+      const v1::StepReport& want = reference.steps[r][9 + k];
+      EXPECT_EQ(steps[k].step(), want.step());
+      EXPECT_NEAR(steps[k].loss(), want.loss(), kFp32Rtol * want.loss()) << "step " << want.step();
+    }
   }
 }
 
