@@ -1,5 +1,7 @@
 #include "worker/rank/snapshots.h"
 
+#include <sys/vfs.h>
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -42,6 +44,23 @@ absl::StatusOr<std::vector<std::pair<uint64_t, std::string>>> ListSnapshots(
 }  // namespace
 
 std::string SnapshotFileName(uint64_t step) { return absl::StrCat(kPrefix, step, kSuffix); }
+
+absl::Status CheckRoomForSnapshot(const std::string& dir, uint64_t bytes) {
+  struct statfs fs;
+  if (statfs(dir.c_str(), &fs) != 0) return absl::OkStatus();  // the write says what is wrong
+  const uint64_t size = static_cast<uint64_t>(fs.f_blocks) * fs.f_bsize;
+  const uint64_t free = static_cast<uint64_t>(fs.f_bavail) * fs.f_bsize;
+  constexpr decltype(fs.f_type) kTmpfsMagic = 0x01021994;  // TMPFS_MAGIC, linux/magic.h
+  const uint64_t keep = fs.f_type == kTmpfsMagic
+                            ? std::max<uint64_t>(kSnapshotReserveBytes, size / 4)
+                            : kSnapshotReserveBytes;
+  if (free >= bytes + keep) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "a snapshot of ", bytes >> 20, " MiB would leave less than ", keep >> 20, " MiB of the ",
+      size >> 20, " MiB file system holding ", dir, " free (", free >> 20,
+      " MiB free now; the shared-memory collective needs it too): give the worker daemon a "
+      "larger --snapshot_dir, or set disable_snapshots: true"));
+}
 
 bool SnapshotSchedule::Due(uint64_t step) const {
   if (interval_ > 0) return step % interval_ == 0;
@@ -135,6 +154,9 @@ void SnapshotWriter::Loop() {
 absl::Status SnapshotWriter::Write(const CheckpointData& state) {
   ASSIGN_OR_RETURN(const DirectoryHandle dir,
                    DirectoryHandle::Open("snapshot", dir_, /*create=*/true));
+  uint64_t bytes = 0;
+  for (const CheckpointTensor& t : state.tensors) bytes += t.data.size() * sizeof(float);
+  RETURN_IF_ERROR(CheckRoomForSnapshot(dir_, bytes));
   RETURN_IF_ERROR(WriteCheckpoint(dir, SnapshotFileName(state.step), state));
   ASSIGN_OR_RETURN(const auto snapshots, ListSnapshots(dir));
   for (size_t i = kSnapshotsKept; i < snapshots.size(); ++i) {

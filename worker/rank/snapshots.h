@@ -36,8 +36,17 @@ inline constexpr int kSnapshotsKept = 2;
 // A snapshot may cost at most this share of a step (the automatic interval).
 inline constexpr double kSnapshotBudget = 0.05;
 
+// Free space a snapshot must leave on its file system: this much, and on tmpfs at least a
+// quarter of it (memory the shared-memory collective's segments and the host need too).
+inline constexpr uint64_t kSnapshotReserveBytes = uint64_t{64} << 20;
+
 // "step-<step>.snap".
 std::string SnapshotFileName(uint64_t step);
+
+// OK when a snapshot of `bytes` fits in `dir`'s file system leaving the reserve above free;
+// RESOURCE_EXHAUSTED naming the sizes, the directory and the fix otherwise (the writer then
+// reports it and the rank stops taking snapshots). OK when the file system cannot be asked.
+absl::Status CheckRoomForSnapshot(const std::string& dir, uint64_t bytes);
 
 // When snapshots are due. `interval` > 0: after every `interval`-th step. 0 (automatic): after
 // the first step, then after each snapshot the next is due ceil(cost / (5% of the step)) steps

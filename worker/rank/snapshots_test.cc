@@ -111,6 +111,16 @@ TEST(SnapshotWriterTest, AWriteErrorNamesTheDirectory) {
   EXPECT_TRUE(writer.TakeError().ok());  // reported once
 }
 
+TEST(SnapshotWriterTest, ASnapshotThatWouldFillItsFileSystemIsRefusedNamingTheFix) {
+  const fs::path dir = Dir("room");
+  fs::create_directories(dir);
+  EXPECT_TRUE(CheckRoomForSnapshot(dir.string(), 1 << 20).ok());
+  const absl::Status refused = CheckRoomForSnapshot(dir.string(), uint64_t{1} << 60);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.message(), HasSubstr(dir.string()));
+  EXPECT_THAT(refused.message(), HasSubstr("disable_snapshots"));
+}
+
 TEST(FindLocalSnapshotTest, TheNewestWholeSnapshotOfThisSpecIsFoundAndTheRestNamed) {
   const fs::path dir = Dir("find");
   ASSERT_TRUE(WriteCheckpoint((dir / SnapshotFileName(5)).string(), State(5)).ok());
