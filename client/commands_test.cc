@@ -195,6 +195,17 @@ TEST_F(CommandsTest, StatusPrintsStateTransitionsRanksAndEpochs) {
   EXPECT_THAT(text, HasSubstr("verdict      not judged yet (0 steps judged)\n"));
   EXPECT_THAT(text, Not(HasSubstr("\nalarms\n")));
   EXPECT_THAT(text, Not(HasSubstr("\nstragglers\n")));
+  EXPECT_THAT(text, Not(HasSubstr("spares")));  // none asked
+}
+
+TEST_F(CommandsTest, StatusNamesTheHotSparesHeld) {
+  v1::GetJobResponse response;
+  *response.mutable_job() = RunningJob();
+  response.mutable_job()->mutable_spec()->set_spares(2);
+  response.mutable_job()->add_spare_workers("node2 on host2");
+  EXPECT_CALL(client_, Get("j-3")).WillOnce(Return(response));
+  EXPECT_EQ(RunStatus("j-3", client_, env_), kExitOk);
+  EXPECT_THAT(out_.str(), HasSubstr("spares       1 of 2 held: node2 on host2\n"));
 }
 
 TEST_F(CommandsTest, StatusShowsTheVerdictAlarmsAndStragglers) {

@@ -138,6 +138,11 @@ std::string FormatJobStatus(const v1::JobStatus& job) {
     absl::StrAppend(&text, "restarts     ", job.restarts(), " of ", job.spec().max_restarts(),
                     "\n");
   }
+  if (job.spec().spares() > 0) {
+    absl::StrAppend(&text, "spares       ", job.spare_workers_size(), " of ", job.spec().spares(),
+                    " held", job.spare_workers().empty() ? "" : ": ",
+                    absl::StrJoin(job.spare_workers(), ", "), "\n");
+  }
   absl::StrAppend(&text, "verdict      ", SummarizeVerdict(job.verdict()), "\n");
 
   Table transitions({"TIME", "STATE", "REASON"}, "  ");

@@ -30,6 +30,7 @@ constexpr uint32_t kFashionMnistInputs = 28 * 28;
 constexpr uint32_t kFashionMnistClasses = 10;
 constexpr size_t kMaxNameLength = 128;
 constexpr uint32_t kMaxRestarts = 100;
+constexpr uint32_t kMaxSpares = 1024;
 
 absl::Status Invalid(const std::string& message) { return absl::InvalidArgumentError(message); }
 
@@ -326,6 +327,10 @@ absl::Status ValidateRecovery(const JobSpec& spec) {
       !TraitsOf(StrategyOf(spec)).shards_optimizer_state) {
     return Invalid(
         "checkpoint_format: sharded: ddp holds everything on every rank; use consolidated");
+  }
+  if (spec.spares() > kMaxSpares) {
+    return Invalid(absl::StrCat("spares: at most ", kMaxSpares, ", got ", spec.spares(),
+                                " (hot spares held idle for this job; 0 = none)"));
   }
   if (spec.snapshot_interval_steps() > 0 && spec.disable_snapshots()) {
     return Invalid(absl::StrCat("snapshot_interval_steps: ", spec.snapshot_interval_steps(),

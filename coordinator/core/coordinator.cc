@@ -183,16 +183,45 @@ void Coordinator::ScheduleLocked(DeferredCallbacks* deferred) {
     if (backing_off == jobs_.queue().size() && job->restart_not_before > now) {
       backing_off = queue.size();
     }
-    queue.push_back({id, &job->status.spec(), &job->pinned_workers});
+    // Hot spares: a first attempt waits for them; a restart runs on the ones it held.
+    queue.push_back({id, &job->status.spec(), &job->pinned_workers,
+                     job->status.generation() == 0 ? job->status.spec().spares() : 0});
+  }
+  // Running jobs keep their hot spares before anything queued is placed.
+  std::vector<SpareHold> holds;
+  for (JobRecord* job : jobs_.All()) {
+    const v1::JobState state = job->status.state();
+    const bool running = state == v1::JOB_STATE_RENDEZVOUS || state == v1::JOB_STATE_RUNNING;
+    if (running && job->status.spec().spares() > 0) {
+      holds.push_back({JobId(job->status.job_id()), &job->status.spec(),
+                       job->status.spec().spares()});
+    } else if (job->status.spare_workers_size() > 0) {
+      job->status.clear_spare_workers();  // ended, or waiting to be placed again
+      MarkChangedLocked(job);
+    }
   }
   const std::vector<WorkerRecord*> workers = workers_.InRegistrationOrder();
+  std::vector<Placement> held;
   const std::vector<Placement> plan = PlanFifo(
       std::vector<QueuedJob>(queue.begin(), queue.begin() + static_cast<long>(backing_off)),
-      workers);
+      workers, holds, &held);
   for (const Placement& placement : plan) {
     JobRecord* job = jobs_.Find(placement.job);
     job->status.clear_queued_reason();
     AssignLocked(job, placement.ranks, deferred);
+    held.push_back(placement);
+  }
+  for (const Placement& hold : held) {
+    JobRecord* job = jobs_.Find(hold.job);
+    std::vector<std::string> names;
+    for (const WorkerRecord* worker : hold.spares) {
+      names.push_back(absl::StrCat(worker->name, " on ", worker->host));
+    }
+    if (std::vector<std::string>(job->status.spare_workers().begin(),
+                                 job->status.spare_workers().end()) != names) {
+      *job->status.mutable_spare_workers() = {names.begin(), names.end()};
+      MarkChangedLocked(job);
+    }
   }
   // Every job still waiting says why, in words a user can act on.
   for (size_t i = plan.size(); i < queue.size(); ++i) {
@@ -205,7 +234,7 @@ void Coordinator::ScheduleLocked(DeferredCallbacks* deferred) {
                                                            absl::Milliseconds(100))),
                            " (crash-loop backoff after generation ", job->status.generation(),
                            " failed)")
-            : WhyQueued(queue, i, plan.size(), workers);
+            : WhyQueued(queue, i, plan.size(), workers, held);
     if (job->status.queued_reason() != reason) {
       job->status.set_queued_reason(std::move(reason));
       MarkChangedLocked(job);

@@ -331,5 +331,48 @@ TEST_F(CoordinatorTest, AJobsRanksArePackedByTopology) {
   EXPECT_EQ(Worker(x0).state(), v1::WORKER_STATE_IDLE);
 }
 
+TEST_F(CoordinatorTest, HotSparesAreHeldForTheRunningJobAndTakeALostWorkersRankAtOnce) {
+  const WorkerId a = Register("a");
+  const WorkerId b = Register("b");
+  v1::JobSpec spec;
+  spec.set_name("with-a-spare");
+  spec.set_world_size(2);
+  spec.set_backend("gloo");
+  spec.set_max_restarts(1);
+  spec.set_spares(1);
+  absl::StatusOr<Coordinator::Submitted> submitted = coordinator_.SubmitJob(spec);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  const JobId job = submitted->id;
+  // Two workers hold the ranks but not the spare: the first attempt waits for a third.
+  EXPECT_EQ(Job(job).state(), v1::JOB_STATE_QUEUED);
+  EXPECT_THAT(Job(job).queued_reason(),
+              HasSubstr("world_size 2 + spares 1 > 2 registered workers"));
+  const WorkerId c = Register("c");
+  EXPECT_EQ(Job(job).state(), v1::JOB_STATE_RENDEZVOUS);
+  EXPECT_THAT(Job(job).spare_workers(), ElementsAre("c on host-c"));
+  TakeAndJoin({a, b});
+
+  // The spare is placed for no other job.
+  const JobId other = Submit(1);
+  EXPECT_EQ(Job(other).state(), v1::JOB_STATE_QUEUED);
+  EXPECT_THAT(Job(other).queued_reason(), HasSubstr("1 is held as hot spares by running jobs"));
+
+  // Worker b is lost: the restart takes the spare at once, and holds none left.
+  for (int i = 0; i < 3; ++i) {
+    Advance(absl::Seconds(5));
+    ASSERT_TRUE(coordinator_.Heartbeat(a, 1).ok());
+    ASSERT_TRUE(coordinator_.Heartbeat(c, 1).ok());
+  }
+  EXPECT_EQ(Worker(b).state(), v1::WORKER_STATE_LOST);
+  const v1::JobStatus restarted = Job(job);
+  EXPECT_EQ(restarted.generation(), 2u);
+  EXPECT_EQ(restarted.state(), v1::JOB_STATE_RENDEZVOUS);
+  ASSERT_EQ(restarted.ranks_size(), 2);
+  EXPECT_EQ(restarted.ranks(0).worker_id(), a.value());
+  EXPECT_EQ(restarted.ranks(1).worker_id(), c.value());
+  EXPECT_TRUE(restarted.spare_workers().empty());
+  EXPECT_EQ(Job(other).state(), v1::JOB_STATE_QUEUED);
+}
+
 }  // namespace
 }  // namespace ringleader

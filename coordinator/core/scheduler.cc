@@ -167,33 +167,54 @@ bool CanServe(const v1::JobSpec& spec, const WorkerRecord& worker) {
 }
 
 std::vector<Placement> PlanFifo(const std::vector<QueuedJob>& queue,
-                                const std::vector<WorkerRecord*>& workers) {
+                                const std::vector<WorkerRecord*>& workers,
+                                const std::vector<SpareHold>& holds,
+                                std::vector<Placement>* held) {
   std::vector<Placement> plan;
   absl::flat_hash_set<const WorkerRecord*> taken;
-  for (const QueuedJob& job : queue) {
+  auto candidates_for = [&](const QueuedJob& job) {
     std::vector<WorkerRecord*> candidates;
     for (WorkerRecord* worker : workers) {
       if (worker->state != v1::WORKER_STATE_IDLE || taken.contains(worker)) continue;
       if (!MayPlace(job, *worker)) continue;
       candidates.push_back(worker);
     }
-    Placement placement{job.id, Pack(candidates, job.spec->world_size())};
+    return candidates;
+  };
+  for (const SpareHold& hold : holds) {
+    Placement spares{hold.id, {}, {}};
+    for (WorkerRecord* worker : candidates_for(QueuedJob{hold.id, hold.spec})) {
+      if (spares.spares.size() >= hold.count) break;
+      spares.spares.push_back(worker);
+      taken.insert(worker);
+    }
+    if (held != nullptr) held->push_back(std::move(spares));
+  }
+  for (const QueuedJob& job : queue) {
+    const size_t world = job.spec->world_size();
+    std::vector<WorkerRecord*> packed = Pack(candidates_for(job), world + job.spares);
     // Strict FIFO: a head that does not fit blocks everything behind it.
-    if (placement.ranks.size() < job.spec->world_size()) break;
-    for (const WorkerRecord* worker : placement.ranks) taken.insert(worker);
+    if (packed.size() < world + job.spares) break;
+    Placement placement{job.id, {}, {}};
+    placement.ranks.assign(packed.begin(), packed.begin() + static_cast<long>(world));
+    placement.spares.assign(packed.begin() + static_cast<long>(world), packed.end());
+    for (const WorkerRecord* worker : packed) taken.insert(worker);
     plan.push_back(std::move(placement));
   }
   return plan;
 }
 
 std::string WhyQueued(const std::vector<QueuedJob>& queue, size_t index, size_t placed,
-                      const std::vector<WorkerRecord*>& workers) {
+                      const std::vector<WorkerRecord*>& workers,
+                      const std::vector<Placement>& held) {
   if (index > placed) {
     return absl::StrCat("behind ", queue[placed].id.value(),
                         " (strict FIFO: no job overtakes the queue's head)");
   }
   const v1::JobSpec& spec = *queue[index].spec;
-  const uint32_t needed = spec.world_size();
+  const uint32_t needed = spec.world_size() + queue[index].spares;
+  absl::flat_hash_set<const WorkerRecord*> holding;
+  for (const Placement& hold : held) holding.insert(hold.spares.begin(), hold.spares.end());
   size_t suitable = 0;
   size_t idle = 0;
   std::vector<std::string> quarantined;
@@ -204,8 +225,19 @@ std::string WhyQueued(const std::vector<QueuedJob>& queue, size_t index, size_t 
       continue;
     }
     ++suitable;
-    if (worker->state == v1::WORKER_STATE_IDLE) ++idle;
+    if (worker->state == v1::WORKER_STATE_IDLE && !holding.contains(worker)) ++idle;
   }
+  size_t held_here = 0;
+  for (const WorkerRecord* worker : holding) held_here += MayPlace(queue[index], *worker) ? 1 : 0;
+  const std::string spares_note =
+      queue[index].spares == 0
+          ? ""
+          : absl::StrCat(" (", spec.world_size(), " ranks and ", queue[index].spares,
+                         " hot spare", queue[index].spares == 1 ? "" : "s", ")");
+  const std::string held_note =
+      held_here == 0 ? ""
+                     : absl::StrCat("; ", held_here, held_here == 1 ? " is" : " are",
+                                    " held as hot spares by running jobs");
   const std::string quarantine_note =
       quarantined.empty()
           ? ""
@@ -218,13 +250,20 @@ std::string WhyQueued(const std::vector<QueuedJob>& queue, size_t index, size_t 
                           " registered: start a worker daemon with --gpu N on each GPU",
                           quarantine_note);
     }
+    if (queue[index].spares > 0) {
+      return absl::StrCat("world_size ", spec.world_size(), " + spares ", queue[index].spares,
+                          " > ", suitable,
+                          " registered workers: register more workers or lower spares",
+                          quarantine_note);
+    }
     return absl::StrCat("world_size ", needed, " > ", suitable,
                         " registered workers: register more workers or lower world_size",
                         quarantine_note);
   }
-  return absl::StrCat("waiting for ", needed, " idle ", gpu ? "GPU " : "", "workers: ", idle,
-                      " of ", suitable, " suitable workers ", idle == 1 ? "is" : "are",
-                      " idle (the others run jobs)", quarantine_note);
+  return absl::StrCat("waiting for ", needed, " idle ", gpu ? "GPU " : "", "workers",
+                      spares_note, ": ", idle, " of ", suitable, " suitable workers ",
+                      idle == 1 ? "is" : "are", " idle (the others run jobs", held_note, ")",
+                      quarantine_note);
 }
 
 }  // namespace ringleader

@@ -24,6 +24,10 @@
 //     one host (or all on distinct unracked hosts) that is plain registration order.
 //   * A job larger than the number of workers that could ever serve it stays queued (workers may
 //     still register); it can be cancelled.
+//   * Hot spares (JobSpec.spares = K): a first attempt is placed only when K more suitable
+//     workers are idle beside its ranks (packed with them, ranks first); while it runs, K idle
+//     workers (or as many as there are) are held for it and placed for nobody else, so a restart
+//     after a lost worker finds one at once. A restart needs only its ranks.
 #ifndef RINGLEADER_COORDINATOR_CORE_SCHEDULER_H_
 #define RINGLEADER_COORDINATOR_CORE_SCHEDULER_H_
 
@@ -44,19 +48,35 @@ struct QueuedJob {
   const v1::JobSpec* spec;  // not owned
   // Worker names the job must run on (a doctor run); nullptr or empty = any. Not owned.
   const std::vector<std::string>* pinned = nullptr;
+  // Idle workers it needs beyond its ranks before it is placed (its hot spares, JobSpec.spares):
+  // the spec's for a first attempt, 0 for a restart, which runs on the spares it held.
+  uint32_t spares = 0;
 };
 
-// One placed job: ranks[r] runs rank r.
+// A running job's hot spares: `count` IDLE workers that can serve `spec`, held for its restart.
+struct SpareHold {
+  JobId id;
+  const v1::JobSpec* spec;  // not owned
+  uint32_t count = 0;
+};
+
+// One placed job: ranks[r] runs rank r; `spares` are held for it (idle, placed with it).
 struct Placement {
   JobId job;
   std::vector<WorkerRecord*> ranks;
+  std::vector<WorkerRecord*> spares;
 };
 
 // Places jobs from the front of `queue` (oldest first) onto the IDLE workers among `workers`
 // (registration order), each worker at most once, packed by topology (above), stopping at the
-// first job that does not fit.
+// first job that does not fit. Running jobs' `holds` are served first, each with up to its
+// count of suitable idle workers (fewer when no more are idle), written to `held` (one Placement
+// per hold, its workers in `spares`; may be null): those are placed for nobody. A queued job with
+// spares is placed only when its ranks and its spares fit (packed together, ranks first).
 std::vector<Placement> PlanFifo(const std::vector<QueuedJob>& queue,
-                                const std::vector<WorkerRecord*>& workers);
+                                const std::vector<WorkerRecord*>& workers,
+                                const std::vector<SpareHold>& holds = {},
+                                std::vector<Placement>* held = nullptr);
 
 // Why queue[index] is still queued after PlanFifo placed the first `placed` jobs of `queue`:
 //   the head: "needs 2 workers with a cuda device; 0 registered" / "world_size 9 > 3 registered
@@ -64,8 +84,11 @@ std::vector<Placement> PlanFifo(const std::vector<QueuedJob>& queue,
 //   suitable workers is idle (the others run jobs)"; a job behind the head: "behind job-000004
 //   (strict FIFO: no job overtakes the queue's head)". Workers that are LOST do not count;
 //   quarantined ones do not count either and are mentioned ("; 1 quarantined: ...").
+// Workers held as hot spares for running jobs (PlanFifo's `held`) do not count as idle: "...
+// (the others run jobs; 1 is held as hot spares by running jobs)".
 std::string WhyQueued(const std::vector<QueuedJob>& queue, size_t index, size_t placed,
-                      const std::vector<WorkerRecord*>& workers);
+                      const std::vector<WorkerRecord*>& workers,
+                      const std::vector<Placement>& held = {});
 
 }  // namespace ringleader
 

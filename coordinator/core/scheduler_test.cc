@@ -211,5 +211,65 @@ TEST(PackingTest, APinnedJobTakesItsWorkersWhereverTheyAre) {
   EXPECT_EQ(Names(plan[0]), (Names_{"a", "c"}));
 }
 
+std::vector<std::string> SpareNames(const Placement& placement) {
+  std::vector<std::string> names;
+  for (const WorkerRecord* worker : placement.spares) names.push_back(worker->name);
+  return names;
+}
+
+TEST(HotSparesTest, AFirstAttemptWaitsForItsSparesAndIsPlacedWithThem) {
+  WorkerRecord a = MakeWorker("a", "cpu");
+  WorkerRecord b = MakeWorker("b", "cpu");
+  WorkerRecord c = MakeWorker("c", "cpu", v1::WORKER_STATE_BUSY);
+  const v1::JobSpec spec = Spec(2, "gloo");
+  // Two idle workers hold the ranks, not the spare: it waits, saying why.
+  const std::vector<QueuedJob> queue = {{JobId("j"), &spec, nullptr, /*spares=*/1}};
+  EXPECT_TRUE(PlanFifo(queue, {&a, &b, &c}).empty());
+  const std::string why = WhyQueued(queue, 0, 0, {&a, &b, &c});
+  EXPECT_NE(why.find("waiting for 3 idle workers (2 ranks and 1 hot spare): 2 of 3"),
+            std::string::npos)
+      << why;
+  c.state = v1::WORKER_STATE_IDLE;
+  const std::vector<Placement> plan = PlanFifo(queue, {&a, &b, &c});
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(Names(plan[0]), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(SpareNames(plan[0]), (std::vector<std::string>{"c"}));
+}
+
+TEST(HotSparesTest, ARunningJobsSparesAreHeldFromTheQueueAndARestartNeedsOnlyItsRanks) {
+  WorkerRecord a = MakeWorker("a", "cpu", v1::WORKER_STATE_BUSY);
+  WorkerRecord b = MakeWorker("b", "cpu");
+  WorkerRecord c = MakeWorker("c", "cpu");
+  const v1::JobSpec running = Spec(1, "gloo");
+  const v1::JobSpec other = Spec(2, "gloo");
+  const std::vector<QueuedJob> queue = {{JobId("other"), &other}};
+  std::vector<Placement> held;
+  EXPECT_TRUE(PlanFifo(queue, {&a, &b, &c}, {{JobId("running"), &running, 1}}, &held).empty());
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_EQ(held[0].job, JobId("running"));
+  EXPECT_EQ(SpareNames(held[0]), (std::vector<std::string>{"b"}));
+  const std::string why = WhyQueued(queue, 0, 0, {&a, &b, &c}, held);
+  EXPECT_NE(why.find("1 of 3 suitable workers is idle (the others run jobs; 1 is held as hot "
+                     "spares by running jobs)"),
+            std::string::npos)
+      << why;
+  // The running job lost worker a: its restart (no spares asked again) takes b at once.
+  a.state = v1::WORKER_STATE_LOST;
+  const std::vector<Placement> restart =
+      PlanFifo({{JobId("running"), &running, nullptr, /*spares=*/0}}, {&a, &b, &c});
+  ASSERT_EQ(restart.size(), 1u);
+  EXPECT_EQ(Names(restart[0]), (std::vector<std::string>{"b"}));
+  EXPECT_TRUE(restart[0].spares.empty());
+}
+
+TEST(HotSparesTest, AHoldTakesWhatIsIdleWhenFewerAre) {
+  WorkerRecord a = MakeWorker("a", "cpu");
+  const v1::JobSpec running = Spec(1, "gloo");
+  std::vector<Placement> held;
+  EXPECT_TRUE(PlanFifo({}, {&a}, {{JobId("running"), &running, 3}}, &held).empty());
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_EQ(SpareNames(held[0]), (std::vector<std::string>{"a"}));
+}
+
 }  // namespace
 }  // namespace ringleader
