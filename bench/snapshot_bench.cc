@@ -32,6 +32,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -168,12 +169,13 @@ absl::StatusOr<std::vector<HealTimes>> TimeHeals(const std::string& bytes, int r
       }
       const std::string empty;
       for (int i = 0; i < repeats; ++i) {
+        std::string payload = rank == 0 ? bytes : empty;  // handed over, as the trainer does
         // Start together: a small broadcast first (its cost is not counted).
         absl::StatusOr<std::string> go =
             BroadcastBytes(comm->get(), HostMemory(), 0, "go", absl::Seconds(120));
         const absl::Time start = absl::Now();
-        absl::StatusOr<std::string> got = BroadcastBytes(
-            comm->get(), HostMemory(), 0, rank == 0 ? bytes : empty, absl::Seconds(120));
+        absl::StatusOr<std::string> got = BroadcastBytes(comm->get(), HostMemory(), 0,
+                                                         std::move(payload), absl::Seconds(120));
         const absl::Time received = absl::Now();
         if (!go.ok() || !got.ok() || got->size() != bytes.size()) {
           absl::MutexLock lock(&mu);

@@ -20,14 +20,29 @@ absl::Status Broadcast(Collective* comm, StagedBytes* buffer, int root, absl::Du
 }  // namespace
 
 absl::StatusOr<std::string> BroadcastBytes(Collective* comm, TensorMemory* memory, int root,
-                                           const std::string& bytes, absl::Duration timeout) {
+                                           std::string bytes, absl::Duration timeout) {
   if (root < 0 || root >= comm->world_size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("heal: root rank ", root, " is outside the group of ", comm->world_size()));
   }
   const bool sender = comm->rank() == root;
+  if (!sender) bytes.clear();
+  CollectiveOptions options;
+  options.timeout = timeout;
+  if (memory->host_accessible()) {
+    // Host memory (gloo, shared memory): the bytes go straight from the sender's string into
+    // the receivers', no staging.
+    uint64_t size = bytes.size();
+    RETURN_IF_ERROR(
+        comm->Broadcast(TensorView{&size, sizeof(size), DataType::kUInt8}, root, options)->Wait());
+    if (size == 0) return std::string();
+    if (!sender) bytes.resize(size);
+    RETURN_IF_ERROR(
+        comm->Broadcast(TensorView{bytes.data(), size, DataType::kUInt8}, root, options)->Wait());
+    return bytes;
+  }
   ASSIGN_OR_RETURN(StagedBytes length, StagedBytes::Create(memory, sizeof(uint64_t)));
-  const uint64_t size = sender ? bytes.size() : 0;
+  const uint64_t size = bytes.size();
   std::memcpy(length.host(), &size, sizeof(size));
   RETURN_IF_ERROR(Broadcast(comm, &length, root, timeout));
   uint64_t received = 0;

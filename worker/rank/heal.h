@@ -15,11 +15,12 @@ namespace ringleader {
 
 // Every rank of `comm` calls it; rank `root` passes the bytes to send (`bytes`, ignored on the
 // others). Returns the bytes on every rank (the root's own, as given): first their length, then
-// the bytes, each one broadcast staged through `memory` (the runner's: device memory for NCCL).
+// the bytes, broadcast in place where `memory` (the runner's) is host memory, staged through it
+// otherwise (device memory for NCCL).
 // Errors: INVALID_ARGUMENT for a root outside the group; the collective's (DEADLINE_EXCEEDED
 // after `timeout`, UNAVAILABLE for a peer gone); `memory`'s.
 absl::StatusOr<std::string> BroadcastBytes(Collective* comm, TensorMemory* memory, int root,
-                                           const std::string& bytes, absl::Duration timeout);
+                                           std::string bytes, absl::Duration timeout);
 
 }  // namespace ringleader
 

@@ -401,7 +401,7 @@ class RankTrainer {
     const absl::Time start = clock_->Now();
     ASSIGN_OR_RETURN(std::string bytes,
                      BroadcastBytes(comm_.get(), runner_->memory(), resume_.heal_source,
-                                    resume_.snapshot_bytes, collective_timeout_));
+                                    std::move(resume_.snapshot_bytes), collective_timeout_));
     resume_.snapshot_bytes.clear();
     if (!lacking) return absl::OkStatus();
     ASSIGN_OR_RETURN(CheckpointData data, DecodeCheckpoint(resume_.path, bytes));
