@@ -198,6 +198,7 @@ int Main(int argc, char** argv) {
   options.reporting.keepalive_interval = absl::Seconds(1);
   options.gpu = absl::GetFlag(FLAGS_gpu);
   options.snapshot_dir = absl::GetFlag(FLAGS_snapshot_dir);
+  options.rendezvous_timeout = absl::GetFlag(FLAGS_rendezvous_timeout);
   options.mutate_spec_for_test =
       MutateSpecHookApplies(absl::GetFlag(FLAGS_test_only_mutate_spec), assignment);
   options.make_collective = MakeCollectiveFactory(client.get(), gloo);

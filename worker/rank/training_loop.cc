@@ -304,8 +304,11 @@ class RankTrainer {
     if (!spec_.disable_snapshots() && strategy_->holds_whole_state()) {
       snapshots = SnapshotTier{options_.snapshot_dir};
     }
+    // The other ranks may start seconds later (a stopped rank's process is still being killed
+    // on its worker): waiting for them is a rendezvous, not a collective.
     ASSIGN_OR_RETURN(resume_, DecideResume(assignment_, spec_, fingerprint_, &store,
-                                           collective_timeout_,
+                                           std::max(options_.rendezvous_timeout,
+                                                    collective_timeout_),
                                            snapshots.has_value() ? &*snapshots : nullptr));
     if (snapshots.has_value() && !options_.snapshot_dir.empty()) {
       snapshot_writer_ = std::make_unique<SnapshotWriter>(options_.snapshot_dir, clock_);

@@ -91,6 +91,10 @@ struct TrainingLoopOptions {
   // Test hook: called on a rank right before its epoch-end evaluation, with the epoch and how
   // many test examples that rank evaluates. Empty = nothing.
   std::function<void(uint32_t epoch, size_t examples)> before_evaluation;
+  // How long a rank of a restarted attempt waits for the others' part in the resume decision
+  // (resume.h), at least the spec's collective timeout: they may start later (rank_main's
+  // --rendezvous_timeout).
+  absl::Duration rendezvous_timeout = absl::Seconds(120);
   // This rank's snapshot directory (snapshots.h; rank_main's --snapshot_dir, given by the
   // daemon: its --snapshot_dir/<job>). Empty = this rank takes no snapshots.
   std::string snapshot_dir;
