@@ -9,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "checkpoint/file_io.h"
 #include "common/status_macros.h"
@@ -163,6 +164,41 @@ absl::Status SnapshotWriter::Write(const CheckpointData& state) {
     dir.Remove(snapshots[i].second).IgnoreError();  // gone already is as good
   }
   return absl::OkStatus();
+}
+
+RankSnapshots::RankSnapshots(std::string dir, uint32_t interval, Clock* clock)
+    : schedule_(interval),
+      writer_(std::make_unique<SnapshotWriter>(std::move(dir), clock)),
+      clock_(clock != nullptr ? clock : Clock::Real()) {}
+
+absl::Status RankSnapshots::AfterStep(
+    uint64_t step, absl::Duration step_time,
+    const std::function<absl::StatusOr<CheckpointData>()>& capture) {
+  if (writer_ == nullptr || !schedule_.Due(step)) return absl::OkStatus();
+  absl::Status failed = writer_->TakeError();
+  if (failed.ok()) {
+    const absl::Time start = clock_->Now();
+    absl::StatusOr<CheckpointData> state = capture();
+    if (state.ok()) {
+      const absl::Duration copy = clock_->Now() - start;
+      writer_->Offer(*std::move(state));
+      schedule_.Record(step, copy + writer_->last_write(), step_time);
+      return absl::OkStatus();
+    }
+    failed = state.status();
+  }
+  writer_.reset();
+  return failed;
+}
+
+std::string RankSnapshots::Summary() {
+  if (writer_ == nullptr) return "";
+  writer_->Flush().IgnoreError();
+  return absl::StrFormat(
+      "%d snapshots in memory written (%d replaced while waiting), every %d step(s) at the end, "
+      "the last write took %s",
+      writer_->written(), writer_->dropped(), schedule_.current_interval(),
+      absl::FormatDuration(writer_->last_write()));
 }
 
 absl::StatusOr<std::optional<LocalSnapshot>> FindLocalSnapshot(const std::string& dir,

@@ -16,6 +16,8 @@
 #define RINGLEADER_WORKER_RANK_SNAPSHOTS_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -111,6 +113,31 @@ class SnapshotWriter {
   uint64_t written_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
+};
+
+// A rank's snapshots through one attempt: the schedule and the writer. After each step, when a
+// snapshot is due, `capture` copies the state (on the calling thread) and the writer takes it.
+// Thread-safety: the training thread's.
+class RankSnapshots {
+ public:
+  // Snapshots go to `dir` every `interval` steps (0: SnapshotSchedule's automatic interval);
+  // `clock` (not owned; null = the real one) times the copies and writes.
+  RankSnapshots(std::string dir, uint32_t interval, Clock* clock);
+
+  // After `step`, which took `step_time`. Returns the error (a capture's, or an earlier write's)
+  // that ended snapshots for this attempt, once; OK otherwise (also when none was due).
+  absl::Status AfterStep(uint64_t step, absl::Duration step_time,
+                         const std::function<absl::StatusOr<CheckpointData>()>& capture);
+  // False once an error ended them.
+  bool active() const { return writer_ != nullptr; }
+  // "N snapshots in memory written (M replaced while waiting), every K step(s) at the end, the
+  // last write took D" ("" once ended). Waits for the write in progress.
+  std::string Summary();
+
+ private:
+  SnapshotSchedule schedule_;
+  std::unique_ptr<SnapshotWriter> writer_;
+  Clock* const clock_;
 };
 
 struct LocalSnapshot {

@@ -121,6 +121,31 @@ TEST(SnapshotWriterTest, ASnapshotThatWouldFillItsFileSystemIsRefusedNamingTheFi
   EXPECT_THAT(refused.message(), HasSubstr("disable_snapshots"));
 }
 
+TEST(RankSnapshotsTest, TakesOneWhenDueAndStopsAtTheFirstError) {
+  const fs::path dir = Dir("rank-snapshots");
+  RankSnapshots snapshots(dir.string(), 2, nullptr);
+  int captured = 0;
+  auto capture = [&](uint64_t step) {
+    return [&, step]() -> absl::StatusOr<CheckpointData> {
+      ++captured;
+      return State(step);
+    };
+  };
+  EXPECT_TRUE(snapshots.AfterStep(1, absl::Milliseconds(10), capture(1)).ok());
+  EXPECT_EQ(captured, 0);  // not due: every 2nd step
+  EXPECT_TRUE(snapshots.AfterStep(2, absl::Milliseconds(10), capture(2)).ok());
+  EXPECT_EQ(captured, 1);
+  EXPECT_THAT(snapshots.Summary(), HasSubstr("1 snapshots in memory written"));
+  EXPECT_TRUE(fs::exists(dir / SnapshotFileName(2)));
+  const absl::Status ended = snapshots.AfterStep(4, absl::Milliseconds(10), [] {
+    return absl::StatusOr<CheckpointData>(absl::InternalError("device lost"));
+  });
+  EXPECT_THAT(ended.message(), HasSubstr("device lost"));
+  EXPECT_FALSE(snapshots.active());
+  EXPECT_TRUE(snapshots.AfterStep(6, absl::Milliseconds(10), capture(6)).ok());  // none taken
+  EXPECT_EQ(captured, 1);
+}
+
 TEST(FindLocalSnapshotTest, TheNewestWholeSnapshotOfThisSpecIsFoundAndTheRestNamed) {
   const fs::path dir = Dir("find");
   ASSERT_TRUE(WriteCheckpoint((dir / SnapshotFileName(5)).string(), State(5)).ok());

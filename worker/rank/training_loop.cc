@@ -126,13 +126,10 @@ class RankTrainer {
     RETURN_IF_ERROR(Annotate(CheckpointError(WriteFinalCheckpoint()),
                              absl::StrCat("rank ", rank_, ": checkpoint")));
     // The job ended here: its snapshots in this worker's memory are not needed any more.
-    if (snapshot_writer_ != nullptr) {
-      Log(absl::StrFormat("rank %d: %d snapshots in memory written (%d replaced while waiting), "
-                          "every %d step(s) at the end, the last write took %s",
-                          rank_, snapshot_writer_->written(), snapshot_writer_->dropped(),
-                          snapshot_interval_, absl::FormatDuration(snapshot_writer_->last_write())));
+    if (snapshots_ != nullptr && snapshots_->active()) {
+      Log(absl::StrCat("rank ", rank_, ": ", snapshots_->Summary()));
     }
-    snapshot_writer_.reset();
+    snapshots_.reset();
     if (!options_.snapshot_dir.empty()) RemoveSnapshots(options_.snapshot_dir);
     Log(absl::StrFormat("rank %d finished: %d steps, final loss %.4f%s", rank_, outcome_.steps,
                         outcome_.final_loss,
@@ -311,7 +308,8 @@ class RankTrainer {
                                                     collective_timeout_),
                                            snapshots.has_value() ? &*snapshots : nullptr));
     if (snapshots.has_value() && !options_.snapshot_dir.empty()) {
-      snapshot_writer_ = std::make_unique<SnapshotWriter>(options_.snapshot_dir, clock_);
+      snapshots_ = std::make_unique<RankSnapshots>(options_.snapshot_dir,
+                                                   spec_.snapshot_interval_steps(), clock_);
     }
     RETURN_IF_ERROR(BuildRunner(sgd, layers, mlp_options));
     sampler_ = std::make_unique<DistributedSampler>(data_.train.size, world_, rank_, spec_.seed(),
@@ -443,7 +441,6 @@ class RankTrainer {
         faults.crash_at_step() > 0 && faults.crash_rank() == static_cast<int32_t>(rank_) &&
         (assignment_.generation() <= 1 || faults.crash_every_attempt());
     const uint32_t checkpoint_interval = spec_.checkpoint_interval_steps();
-    SnapshotSchedule schedule(spec_.snapshot_interval_steps());
 
     // A resumed attempt continues inside the epoch the checkpoint's step belongs to: the
     // sampler's order depends only on (seed, epoch), so the remaining batches are the same.
@@ -504,9 +501,14 @@ class RankTrainer {
               Annotate(CheckpointError(written.status()), absl::StrCat(where, ": checkpoint")));
           if (!written->empty()) report.set_checkpoint_written(*written);
         }
-        if (snapshot_writer_ != nullptr && step < total_steps && schedule.Due(step)) {
-          TakeSnapshot(step, step / steps_per_epoch, clock_->Now() - step_start, &schedule);
-          snapshot_interval_ = schedule.current_interval();
+        if (snapshots_ != nullptr && step < total_steps) {
+          absl::Status ended = snapshots_->AfterStep(step, clock_->Now() - step_start, [&] {
+            return runner_->CaptureState(step, step / steps_per_epoch, fingerprint_);
+          });
+          if (!ended.ok()) {
+            Log(absl::StrCat("rank ", rank_, ": snapshots in memory stop after step ", step, ": ",
+                             ended.message()));
+          }
         }
         loss_sum += report.loss();
         ++epoch_steps;
@@ -522,28 +524,6 @@ class RankTrainer {
       RETURN_IF_ERROR(EndEpoch(epoch, epoch_steps > 0 ? loss_sum / epoch_steps : 0));
     }
     return absl::OkStatus();
-  }
-
-  // A snapshot after `step` (snapshots.h): copied here, written by the writer's thread. A
-  // snapshot that cannot be taken or written ends snapshots for this attempt (logged once);
-  // training goes on.
-  void TakeSnapshot(uint64_t step, uint64_t epoch, absl::Duration step_time,
-                    SnapshotSchedule* schedule) {
-    absl::Status failed = snapshot_writer_->TakeError();
-    if (failed.ok()) {
-      const absl::Time start = clock_->Now();
-      absl::StatusOr<CheckpointData> state = runner_->CaptureState(step, epoch, fingerprint_);
-      if (state.ok()) {
-        const absl::Duration copy = clock_->Now() - start;
-        snapshot_writer_->Offer(*std::move(state));
-        schedule->Record(step, copy + snapshot_writer_->last_write(), step_time);
-        return;
-      }
-      failed = state.status();
-    }
-    Log(absl::StrCat("rank ", rank_, ": snapshots in memory stop after step ", step, ": ",
-                     failed.message()));
-    snapshot_writer_.reset();
   }
 
   // Every rank evaluates its share of the test set (evaluation.h); rank 0 reports the totals.
@@ -609,8 +589,7 @@ class RankTrainer {
   std::unique_ptr<SyncStrategy> strategy_;
   std::unique_ptr<StepRunner> steps_;  // uses all of the above
   std::unique_ptr<CheckpointWriter> writer_;  // uses all of the above
-  std::unique_ptr<SnapshotWriter> snapshot_writer_;  // none: this rank takes no snapshots
-  uint64_t snapshot_interval_ = 0;  // steps between snapshots, as last chosen
+  std::unique_ptr<RankSnapshots> snapshots_;  // none: this rank takes no snapshots
   RankActivityTracker activity_;        // before reporter_, whose sender thread reads it
   bool paused_ = false;                 // the pause fault fired
   std::unique_ptr<ProgressReporter> reporter_;
