@@ -150,6 +150,36 @@ void ExpectNoCorrectnessAlarm(const v1::JobStatus& job) {
 class PyTorchE2eTest : public ClusterTest {
  protected:
   static void SetUpTestSuite() { StartCluster(ClusterOptions()); }
+
+  // Submits `spec` (run for 400 steps, one restart allowed), SIGKILLs rank 1's Python once it
+  // is past step 20, and returns the job's end.
+  static JobHistory KillRankOnesPythonPastStep20(v1::JobSpec spec) {
+    for (int i = 0; i < spec.command_size(); ++i) {
+      if (spec.command(i) == "--max-steps") spec.set_command(i + 1, "400");
+    }
+    spec.set_max_restarts(1);
+    absl::StatusOr<std::string> job_id = cluster_->Submit(spec);
+    EXPECT_TRUE(job_id.ok()) << job_id.status();
+    if (!job_id.ok()) return JobHistory();
+    const absl::Status past = WaitUntil(
+        [&] {
+          absl::StatusOr<v1::JobStatus> job = cluster_->GetJob(*job_id);
+          return job.ok() && job->ranks_size() == 2 && job->ranks(1).last_step().step() >= 20;
+        },
+        absl::Seconds(60), "rank 1 past step 20");
+    EXPECT_TRUE(past.ok()) << past << cluster_->LogTails();
+    absl::StatusOr<v1::JobStatus> job = cluster_->GetJob(*job_id);
+    EXPECT_TRUE(job.ok());
+    const int worker = job.ok() ? cluster_->WorkerIndex(job->ranks(1).worker_name()) : -1;
+    EXPECT_GE(worker, 0);
+    std::vector<ProcessRef> python;
+    for (const ProcessRef& launcher : cluster_->WorkerChildren(worker)) {
+      for (const ProcessRef& child : ChildrenOf(launcher.pid)) python.push_back(child);
+    }
+    EXPECT_EQ(python.size(), 1u) << "rank 1's Python process";
+    if (python.size() == 1) EXPECT_EQ(kill(python[0].pid, SIGKILL), 0);
+    return cluster_->WaitForEnd(*job_id, kJobTimeout);
+  }
 };
 
 TEST_F(PyTorchE2eTest, CorrectScriptPassesWithTorchrunsLossesBitForBit) {
@@ -206,36 +236,9 @@ TEST_F(PyTorchE2eTest, AnExceptionOnRankOneFailsTheJobQuotingTheTraceback) {
 TEST_F(PyTorchE2eTest, AKilledRankIsRestartedAndResumesFromItsCheckpoint) {
   const fs::path checkpoints = fs::path(cluster_->dir()) / "pytorch-checkpoints";
   v1::JobSpec spec = ScriptJob("pytorch-killed-e2e", {"--checkpoint-every", "10"});
-  // Long enough to be killed half-way: 400 steps.
-  for (int i = 0; i < spec.command_size(); ++i) {
-    if (spec.command(i) == "--max-steps") spec.set_command(i + 1, "400");
-  }
   spec.set_checkpoint_dir(checkpoints.string());
-  spec.set_max_restarts(1);
-  absl::StatusOr<std::string> job_id = cluster_->Submit(spec);
-  ASSERT_TRUE(job_id.ok()) << job_id.status();
-  // Once rank 1 is past step 20 (a checkpoint was written at 10 and 20), kill its Python.
-  ASSERT_TRUE(WaitUntil(
-                  [&] {
-                    absl::StatusOr<v1::JobStatus> job = cluster_->GetJob(*job_id);
-                    return job.ok() && job->ranks_size() == 2 &&
-                           job->ranks(1).last_step().step() >= 20;
-                  },
-                  absl::Seconds(60), "rank 1 past step 20")
-                  .ok())
-      << cluster_->LogTails();
-  absl::StatusOr<v1::JobStatus> job = cluster_->GetJob(*job_id);
-  ASSERT_TRUE(job.ok());
-  const int worker = cluster_->WorkerIndex(job->ranks(1).worker_name());
-  ASSERT_GE(worker, 0);
-  std::vector<ProcessRef> python;
-  for (const ProcessRef& launcher : cluster_->WorkerChildren(worker)) {
-    for (const ProcessRef& child : ChildrenOf(launcher.pid)) python.push_back(child);
-  }
-  ASSERT_EQ(python.size(), 1u) << "rank 1's Python process";
-  ASSERT_EQ(kill(python[0].pid, SIGKILL), 0);
-
-  const JobHistory history = cluster_->WaitForEnd(*job_id, kJobTimeout);
+  // Checkpoints are written at steps 10 and 20 before the kill.
+  const JobHistory history = KillRankOnesPythonPastStep20(spec);
   ASSERT_EQ(history.final.state(), v1::JOB_STATE_SUCCEEDED) << LastReason(history.final);
   EXPECT_EQ(history.final.generation(), 2u);
   ASSERT_EQ(history.final.attempts_size(), 2);
@@ -248,34 +251,8 @@ TEST_F(PyTorchE2eTest, AKilledRankIsRestartedAndResumesFromItsCheckpoint) {
 // The same kill without a checkpoint directory: every rank saves its state to its worker's
 // memory every 5 steps, and the restarted attempt (same workers, same ranks) resumes from it.
 TEST_F(PyTorchE2eTest, AKilledRankIsRestartedAndResumesFromItsSnapshotInMemory) {
-  v1::JobSpec spec = ScriptJob("pytorch-snapshot-e2e", {"--snapshot-every", "5"});
-  for (int i = 0; i < spec.command_size(); ++i) {
-    if (spec.command(i) == "--max-steps") spec.set_command(i + 1, "400");
-  }
-  spec.set_max_restarts(1);
-  absl::StatusOr<std::string> job_id = cluster_->Submit(spec);
-  ASSERT_TRUE(job_id.ok()) << job_id.status();
-  ASSERT_TRUE(WaitUntil(
-                  [&] {
-                    absl::StatusOr<v1::JobStatus> job = cluster_->GetJob(*job_id);
-                    return job.ok() && job->ranks_size() == 2 &&
-                           job->ranks(1).last_step().step() >= 20;
-                  },
-                  absl::Seconds(60), "rank 1 past step 20")
-                  .ok())
-      << cluster_->LogTails();
-  absl::StatusOr<v1::JobStatus> job = cluster_->GetJob(*job_id);
-  ASSERT_TRUE(job.ok());
-  const int worker = cluster_->WorkerIndex(job->ranks(1).worker_name());
-  ASSERT_GE(worker, 0);
-  std::vector<ProcessRef> python;
-  for (const ProcessRef& launcher : cluster_->WorkerChildren(worker)) {
-    for (const ProcessRef& child : ChildrenOf(launcher.pid)) python.push_back(child);
-  }
-  ASSERT_EQ(python.size(), 1u) << "rank 1's Python process";
-  ASSERT_EQ(kill(python[0].pid, SIGKILL), 0);
-
-  const JobHistory history = cluster_->WaitForEnd(*job_id, kJobTimeout);
+  const JobHistory history =
+      KillRankOnesPythonPastStep20(ScriptJob("pytorch-snapshot-e2e", {"--snapshot-every", "5"}));
   ASSERT_EQ(history.final.state(), v1::JOB_STATE_SUCCEEDED) << LastReason(history.final);
   EXPECT_EQ(history.final.generation(), 2u);
   ASSERT_EQ(history.final.attempts_size(), 2);
